@@ -1,0 +1,35 @@
+# GhostViewer — two commands for a new user: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test demo lint setup clean-venv screenshots benchmarks
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# The exact CPU wheel is named only here; pyproject keeps a range so users can bring their own build.
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ghostviewer
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	$(BIN)/ghostviewer demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check ghostviewer tests scripts benchmarks
+
+benchmarks: $(STAMP)
+	$(BIN)/python benchmarks/demo_speed.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,42 @@
+"""A simple colour-segmentation check: does an image show the asked background and shape colour?
+
+Every pixel is labelled with its nearest palette colour. The background is the commonest label on the image's
+border; the shape colour is the commonest label among the other pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ghostviewer.demo.shapes import PALETTE
+
+_NAMES = list(PALETTE)
+_COLOURS = np.array([PALETTE[n] for n in _NAMES], dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class ColourReading:
+    background: str
+    foreground: str | None
+    foreground_fraction: float
+
+
+def label_pixels(image: np.ndarray) -> np.ndarray:
+    """(H, W) indices into the palette of the nearest colour to each pixel of an (H, W, 3) uint8 image."""
+    pixels = image.reshape(-1, 3).astype(np.float32)
+    distances = ((pixels[:, None, :] - _COLOURS[None, :, :]) ** 2).sum(-1)
+    return distances.argmin(1).reshape(image.shape[:2])
+
+
+def read_colours(image: np.ndarray, min_foreground: float = 0.03) -> ColourReading:
+    labels = label_pixels(image)
+    border = np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])
+    background = int(np.bincount(border, minlength=len(_NAMES)).argmax())
+    rest = labels[labels != background]
+    fraction = rest.size / labels.size
+    if fraction < min_foreground:
+        return ColourReading(_NAMES[background], None, fraction)
+    foreground = int(np.bincount(rest, minlength=len(_NAMES)).argmax())
+    return ColourReading(_NAMES[background], _NAMES[foreground], fraction)

@@ -1,0 +1,129 @@
+"""Block discovery: a pipeline's components as a tree of module paths, each with a kind and bypassability.
+
+Paths are component-prefixed `named_modules()` names (`unet.mid_block.resnets.0`), the key used everywhere.
+"Block depth" keeps the units a person reasons about — a component's direct children and the members of its
+module lists down to five levels (`vae.decoder.up_blocks.2.resnets.1`) — and drops containers and the layers
+inside a block. "Leaf depth" adds every module without children.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from torch import nn
+
+Depth = Literal["block", "leaf"]
+
+# Phase of the run in which each component's modules execute.
+PHASE_OF_COMPONENT = {
+    "text_encoder": "encode",
+    "text_encoder_2": "encode",
+    "text_encoder_3": "encode",
+    "unet": "denoise",
+    "transformer": "denoise",
+    "prior": "denoise",
+    "vae": "decode",
+}
+DENOISERS = ("unet", "transformer", "prior")
+MAX_BLOCK_DEPTH = 5
+
+# Kinds whose output has the shape of their main input, so bypassing them means passing that input through.
+_RESIDUAL_KINDS = {
+    "Transformer2DModel",
+    "BasicTransformerBlock",
+    "UNetMidBlock2DCrossAttn",
+    "UNetMidBlock2D",
+    "CLIPEncoderLayer",
+    "T5Block",
+    "JointTransformerBlock",
+    "FluxTransformerBlock",
+    "FluxSingleTransformerBlock",
+    "PixArtTransformerBlock",
+}
+
+
+@dataclass(frozen=True)
+class Block:
+    module: str
+    kind: str
+    bypassable: bool
+    component: str
+    phase: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"module": self.module, "kind": self.kind, "bypassable": self.bypassable}
+
+
+def pipeline_components(pipe: object) -> dict[str, nn.Module]:
+    """The torch modules of a pipeline, by component name, in the order they run (encode, denoise, decode)."""
+    components = getattr(pipe, "components", {}) or {}
+    modules = {name: m for name, m in components.items() if isinstance(m, nn.Module)}
+    order = {"encode": 0, "denoise": 1, "decode": 2}
+    return dict(sorted(modules.items(), key=lambda kv: order.get(phase_of(kv[0]), 3)))
+
+
+def phase_of(path: str) -> str:
+    component = path.split(".", 1)[0]
+    return PHASE_OF_COMPONENT.get(component, "denoise" if component.startswith(DENOISERS) else "encode")
+
+
+def is_bypassable(module: nn.Module) -> bool:
+    kind = type(module).__name__
+    if kind in _RESIDUAL_KINDS:
+        return True
+    if kind == "ResnetBlock2D":
+        # Identity only when channels and resolution are kept.
+        return (
+            getattr(module, "in_channels", None) == getattr(module, "out_channels", None)
+            and not getattr(module, "up", False)
+            and not getattr(module, "down", False)
+        )
+    return False
+
+
+def _is_container(module: nn.Module) -> bool:
+    return isinstance(module, (nn.ModuleList, nn.ModuleDict, nn.Sequential)) and not list(module.parameters(recurse=False))
+
+
+def _is_block(relative: str, module: nn.Module) -> bool:
+    if _is_container(module):
+        return False
+    parts = relative.split(".")
+    if len(parts) == 1:
+        # Direct children, except parameter-free leaves such as activations and timestep projections.
+        return bool(list(module.parameters(recurse=False))) or bool(list(module.children()))
+    if parts[-1] == "mid_block":
+        return True
+    indices = sum(part.isdigit() for part in parts)
+    return parts[-1].isdigit() and len(parts) <= MAX_BLOCK_DEPTH and indices <= 2
+
+
+def iter_modules(pipe: object, depth: Depth = "block") -> Iterator[tuple[str, nn.Module]]:
+    """(path, module) for every traced module at the given depth, component by component."""
+    for component, root in pipeline_components(pipe).items():
+        for relative, module in root.named_modules():
+            if not relative:
+                continue
+            if _is_block(relative, module) or (depth == "leaf" and not list(module.children())):
+                yield f"{component}.{relative}", module
+
+
+def discover_blocks(pipe: object) -> list[Block]:
+    return [
+        Block(path, type(module).__name__, is_bypassable(module), path.split(".", 1)[0], phase_of(path))
+        for path, module in iter_modules(pipe, "block")
+    ]
+
+
+def resolve_module(pipe: object, path: str) -> nn.Module:
+    """The module at a component-prefixed path; KeyError with the nearest names when it does not exist."""
+    component, _, relative = path.partition(".")
+    roots = pipeline_components(pipe)
+    if component not in roots:
+        raise KeyError(f"no component {component!r} (have: {', '.join(roots)})")
+    try:
+        return roots[component].get_submodule(relative) if relative else roots[component]
+    except AttributeError as exc:
+        raise KeyError(f"no module {path!r} in this pipeline") from exc

@@ -1,0 +1,45 @@
+"""The environment of a run, recorded with it: versions, device, dtypes, determinism flags, weight hashes."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any
+
+import diffusers
+import torch
+import transformers
+
+import ghostviewer
+
+
+def determinism_flags() -> dict[str, Any]:
+    cudnn = torch.backends.cudnn
+    return {
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cudnn_deterministic": bool(cudnn.deterministic),
+        "cudnn_benchmark": bool(cudnn.benchmark),
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_cudnn": bool(cudnn.allow_tf32),
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    }
+
+
+def describe_environment(device: str) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "ghostviewer": ghostviewer.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "diffusers": diffusers.__version__,
+        "transformers": transformers.__version__,
+        "device": device,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "determinism": determinism_flags(),
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+        info["cuda"] = torch.version.cuda
+    return info

@@ -1,0 +1,116 @@
+"""Bypass: a block passes its input straight through, optionally only for a range of denoising steps.
+
+Identity where the block's output has its input's shape (residual blocks, transformer blocks, mid blocks);
+other blocks are refused with a message that names bypassable ones inside them. The block still runs and its
+output is replaced, so the module's return convention (tensor, tuple, output dataclass) is kept whatever it is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ghostviewer.engine.blocks import is_bypassable, resolve_module
+from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.interventions.base import RunContext
+
+_SPEC = re.compile(r"^(?P<module>[\w.]+?)(?:@(?P<start>\d*):(?P<end>\d*))?$")
+
+
+@dataclass(frozen=True)
+class BypassConfig:
+    module: str
+    start: int | None = None  # first bypassed denoising step (inclusive); None = from the start
+    end: int | None = None  # first step no longer bypassed (exclusive); None = to the end
+
+    @classmethod
+    def parse(cls, spec: str) -> BypassConfig:
+        """`MODULE` or `MODULE@START:END` (Python slice semantics on denoising steps)."""
+        match = _SPEC.match(spec.strip())
+        if not match:
+            raise GhostError(f"bad --bypass {spec!r}: expected MODULE or MODULE@START:END, e.g. unet.mid_block@0:10")
+        start, end = match["start"], match["end"]
+        config = cls(match["module"], int(start) if start else None, int(end) if end else None)
+        if config.start is not None and config.end is not None and config.end <= config.start:
+            raise GhostError(f"bad --bypass {spec!r}: the step range is empty")
+        return config
+
+    def active_at(self, step: int | None) -> bool:
+        if step is None or (self.start is None and self.end is None):
+            return True
+        return (self.start is None or step >= self.start) and (self.end is None or step < self.end)
+
+    def spec(self) -> str:
+        if self.start is None and self.end is None:
+            return self.module
+        return f"{self.module}@{'' if self.start is None else self.start}:{'' if self.end is None else self.end}"
+
+
+def _main_input(args: tuple, kwargs: dict) -> torch.Tensor | None:
+    if args and isinstance(args[0], torch.Tensor):
+        return args[0]
+    for key in ("hidden_states", "input_tensor", "sample"):
+        if isinstance(kwargs.get(key), torch.Tensor):
+            return kwargs[key]
+    return None
+
+
+def _replace_main_output(output: object, value: torch.Tensor) -> object:
+    if isinstance(output, torch.Tensor):
+        return value.to(output.dtype)
+    if isinstance(output, tuple):
+        items = list(output)
+        for i, item in enumerate(items):
+            if isinstance(item, torch.Tensor) and item.shape == value.shape:
+                items[i] = value.to(item.dtype)
+                return tuple(items)
+    if hasattr(output, "keys"):  # diffusers / transformers ModelOutput
+        first = next(iter(output.keys()))
+        return type(output)(**{**output, first: value.to(output[first].dtype)})
+    raise GhostError(f"cannot bypass a block returning {type(output).__name__}")
+
+
+class Bypass:
+    name = "bypass"
+
+    def __init__(self, config: BypassConfig) -> None:
+        self.config = config
+        self._handle: torch.utils.hooks.RemovableHandle | None = None
+
+    def check(self, pipe: object) -> nn.Module:
+        """The module to bypass; GhostError when it does not exist or changes its input's shape."""
+        try:
+            module = resolve_module(pipe, self.config.module)
+        except KeyError as exc:
+            raise GhostError(f"cannot bypass {self.config.module}: {exc.args[0]}") from None
+        if not is_bypassable(module):
+            inner = [n for n, m in module.named_modules() if n and is_bypassable(m)][:3]
+            hint = f"; bypassable inside it: {', '.join(f'{self.config.module}.{n}' for n in inner)}" if inner else ""
+            raise GhostError(
+                f"{self.config.module} ({type(module).__name__}) changes the shape of its input, "
+                f"so it cannot be bypassed as identity{hint}"
+            )
+        return module
+
+    def apply(self, ctx: RunContext) -> None:
+        module = self.check(ctx.pipe)
+        config = self.config
+
+        def hook(_module: nn.Module, args: tuple, kwargs: dict, output: object) -> object:
+            if not config.active_at(ctx.current_step()):
+                return output
+            source = _main_input(args, kwargs)
+            if source is None:
+                return output
+            return _replace_main_output(output, source)
+
+        # Prepended so the tracer's hook on the same module sees the bypassed output.
+        self._handle = module.register_forward_hook(hook, with_kwargs=True, prepend=True)
+
+    def remove(self) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None

@@ -1,0 +1,78 @@
+"""Probes on the pipeline itself: the initial latents (`pipeline.prepare_latents`) and every scheduler step.
+
+They record the tensors that live between modules — where a NaN from a bad seed or a scheduler appears — and
+hand the step's predicted x0 to the runner. Applied last, so they observe what other interventions changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ghostviewer.engine.interventions.base import AttributePatch, RunContext
+
+
+def _x0_from_model_output(scheduler: Any, model_output: torch.Tensor, timestep: Any, sample: torch.Tensor) -> torch.Tensor | None:
+    """Predicted clean latents for schedulers that do not return them (DDPM-style alphas_cumprod schedules)."""
+    alphas = getattr(scheduler, "alphas_cumprod", None)
+    if alphas is None:
+        return None
+    t = int(timestep.item() if isinstance(timestep, torch.Tensor) else timestep)
+    alpha = alphas[t].to(sample.device, sample.dtype)
+    beta = 1 - alpha
+    kind = scheduler.config.get("prediction_type", "epsilon")
+    if kind == "epsilon":
+        return (sample - beta.sqrt() * model_output) / alpha.sqrt()
+    if kind == "v_prediction":
+        return alpha.sqrt() * sample - beta.sqrt() * model_output
+    if kind == "sample":
+        return model_output
+    return None
+
+
+class PipelineProbes:
+    name = "probes"
+
+    def __init__(self, on_x0: Callable[[torch.Tensor], None], on_initial: Callable[[torch.Tensor], None]) -> None:
+        self._on_x0 = on_x0
+        self._on_initial = on_initial
+        self._patches: list[AttributePatch] = []
+
+    def apply(self, ctx: RunContext) -> None:
+        pipe = ctx.pipe
+        prepare_latents = pipe.prepare_latents
+        scheduler = pipe.scheduler
+        step = scheduler.step
+
+        def probed_prepare_latents(*args: Any, **kwargs: Any) -> Any:
+            latents = prepare_latents(*args, **kwargs)
+            tensor = latents[0] if isinstance(latents, tuple) else latents
+            ctx.record_tensor("pipeline.prepare_latents", tensor, phase="denoise")
+            self._on_initial(tensor)
+            return latents
+
+        def probed_step(model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            ctx.record_tensor("pipeline.noise_pred", model_output, phase="denoise")
+            out = step(model_output, timestep, sample, *args, **kwargs)
+            x0 = getattr(out, "pred_original_sample", None)
+            if x0 is None and isinstance(out, tuple) and len(out) > 1 and isinstance(out[1], torch.Tensor):
+                x0 = out[1]
+            if x0 is None:
+                x0 = _x0_from_model_output(scheduler, model_output, timestep, sample)
+            prev = out[0] if isinstance(out, tuple) else out.prev_sample
+            ctx.record_tensor("scheduler.step", prev, phase="denoise")
+            if x0 is not None:
+                self._on_x0(x0)
+            return out
+
+        self._patches = [
+            AttributePatch(pipe, "prepare_latents", probed_prepare_latents),
+            AttributePatch(scheduler, "step", probed_step),
+        ]
+
+    def remove(self) -> None:
+        for patch in reversed(self._patches):
+            patch.restore()
+        self._patches = []

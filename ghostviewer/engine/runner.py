@@ -1,0 +1,234 @@
+"""One traced run of a pipeline, recorded as it goes: the flight recorder's main loop.
+
+Encode-phase stats are committed when the initial latents are drawn, each denoising step is committed from
+`callback_on_step_end`, the decode phase after the pipeline returns; the final image is written even when it
+is black or NaN. Cancellation raises from the step callback, so the run stops at once and is marked cancelled.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ghostviewer.engine.anomaly import AnomalyDetector
+from ghostviewer.engine.environment import describe_environment
+from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.faults import make_fault
+from ghostviewer.engine.interventions.base import RunContext, applied
+from ghostviewer.engine.interventions.bypass import Bypass, BypassConfig
+from ghostviewer.engine.interventions.probes import PipelineProbes
+from ghostviewer.engine.loading import DEMO_PIPELINE_DIR, LoadedPipeline, describe_source
+from ghostviewer.engine.memory import read_memory, reset_peak
+from ghostviewer.engine.preview import LatentPreview
+from ghostviewer.engine.schedulers import set_scheduler
+from ghostviewer.engine.settings import RunSettings, resolve_seed, validate
+from ghostviewer.engine.tracing import Tracer, TraceConfig
+from ghostviewer.engine.verdicts import image_verdict
+from ghostviewer.record import RunWriter, StepInfo
+
+ProgressFn = Callable[[dict[str, Any]], None]
+
+
+class RunCancelled(Exception):
+    """Raised inside the pipeline's step callback to stop a run the user cancelled."""
+
+
+class RunFailed(Exception):
+    """The pipeline itself raised during a run; the partial record is kept at `run_dir`."""
+
+    def __init__(self, message: str, run_dir: Path) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
+
+
+class CancelToken:
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    def is_cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+def _host(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach()[0].float().cpu().numpy()
+
+
+def _pipeline_folder(loaded: LoadedPipeline) -> Path | None:
+    if loaded.source_kind == "demo":
+        return DEMO_PIPELINE_DIR
+    return Path(loaded.source) if loaded.source_kind == "folder" else None
+
+
+def _native_size(pipe: Any) -> int:
+    denoiser = getattr(pipe, "unet", None) or getattr(pipe, "transformer", None)
+    sample = denoiser.config.get("sample_size", 64) if denoiser is not None else 64
+    return int(sample) * int(getattr(pipe, "vae_scale_factor", 8))
+
+
+def prepare_settings(loaded: LoadedPipeline, settings: RunSettings) -> tuple[RunSettings, list[str]]:
+    """Validate, pick the seed for -1, install the scheduler, fill in sizes: the settings as they will run."""
+    validate(settings)
+    seed, note = resolve_seed(settings.seed)
+    scheduler = set_scheduler(loaded.pipe, settings.scheduler)
+    size = _native_size(loaded.pipe)
+    resolved = replace(settings, seed=seed, scheduler=scheduler, width=settings.width or size,
+                       height=settings.height or size, device=loaded.device)
+    return resolved, [note] if note else []
+
+
+def build_interventions(loaded: LoadedPipeline, settings: RunSettings) -> list[Any]:
+    """Bypasses and faults, checked against the pipeline before anything is recorded."""
+    bypasses = [Bypass(BypassConfig.parse(spec)) for spec in settings.bypass]
+    for bypass in bypasses:
+        bypass.check(loaded.pipe)
+    return [*[make_fault(name) for name in settings.faults], *bypasses]
+
+
+def execute_run(
+    loaded: LoadedPipeline,
+    settings: RunSettings,
+    runs_dir: Path,
+    cancel: CancelToken | None = None,
+    on_progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Run the pipeline once with tracing and interventions; return CONTRACT's `run` dict."""
+    original_scheduler = loaded.pipe.scheduler  # a run's --scheduler must not leak into the next run
+    try:
+        return _execute(loaded, settings, runs_dir, cancel, on_progress)
+    finally:
+        loaded.pipe.scheduler = original_scheduler
+
+
+def _execute(
+    loaded: LoadedPipeline,
+    settings: RunSettings,
+    runs_dir: Path,
+    cancel: CancelToken | None,
+    on_progress: ProgressFn | None,
+) -> dict[str, Any]:
+    settings, notes = prepare_settings(loaded, settings)
+    interventions = build_interventions(loaded, settings)
+    pipe = loaded.pipe
+    tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture)))  # type: ignore[arg-type]
+    environment = {**describe_environment(loaded.device), "pipeline": describe_source(loaded)}
+    writer = RunWriter.create(Path(runs_dir), settings.to_dict(), environment)
+    emit = on_progress or (lambda _event: None)
+    for note in notes:
+        writer.event("settings", note)
+    detector = AnomalyDetector()
+    preview = LatentPreview.for_pipeline(pipe, _pipeline_folder(loaded))
+    state: dict[str, Any] = {"x0": None, "mark": time.perf_counter(), "mem": read_memory(loaded.device)}
+
+    def commit_rows() -> None:
+        harvest = tracer.flush()
+        detector.feed(harvest.rows)
+        writer.add_stats(harvest.rows)
+
+    def on_initial(latents: torch.Tensor) -> None:
+        commit_rows()  # the encode phase, and the initial latents' own stats
+        writer.save_tensors("initial_noise", {"latents": _host(latents)})
+        writer.commit()
+        state["mark"] = time.perf_counter()
+        reset_peak(loaded.device)
+
+    def on_x0(x0: torch.Tensor) -> None:
+        state["x0"] = x0
+
+    def on_step_end(_pipe: Any, index: int, timestep: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+        harvest = tracer.flush()
+        detector.feed(harvest.rows)
+        writer.add_stats(harvest.rows)
+        latents = _host(kwargs["latents"])
+        x0 = _host(state["x0"]) if state["x0"] is not None else latents
+        tensors = {"latents": latents, "x0": x0}
+        tensors.update({f"fm/{name}": fmap for name, fmap in harvest.feature_maps.items()})
+        now, before, after = time.perf_counter(), state["mem"], read_memory(loaded.device)
+        sigmas = getattr(pipe.scheduler, "sigmas", None)
+        sigma = float(sigmas[index]) if sigmas is not None and index < len(sigmas) else None
+        info = StepInfo(index=index, timestep=float(timestep), sigma=sigma, wall_s=now - state["mark"],
+                        mem_before=before.used, mem_after=after.used, mem_peak=after.peak, mem_kind=after.kind)
+        writer.add_step(info, tensors, {"preview": preview(x0)})
+        state.update(mark=time.perf_counter(), mem=after, x0=None)
+        reset_peak(loaded.device)
+        emit({"event": "step", "run_dir": str(writer.path), "step": index, "steps": settings.steps,
+              "first_anomaly": detector.first})
+        tracer.step = index + 1
+        if cancel is not None and cancel.is_cancelled():
+            raise RunCancelled()
+        return {}
+
+    ctx = RunContext(pipe=pipe, prompt=settings.prompt, negative_prompt=settings.negative_prompt,
+                     seed=settings.seed, current_step=lambda: tracer.step, record_tensor=tracer.record)
+    probes = PipelineProbes(on_x0=on_x0, on_initial=on_initial)
+    emit({"event": "started", "run_dir": str(writer.path), "steps": settings.steps})
+    started = time.perf_counter()
+    try:
+        with torch.inference_mode(), tracer.hooks(), applied([*interventions, probes], ctx):
+            for note in ctx.notes:
+                writer.event("fault", note, level="warning")
+            tracer.step = 0
+            output = pipe(
+                prompt=settings.prompt,
+                negative_prompt=settings.negative_prompt or None,
+                num_inference_steps=settings.steps,
+                guidance_scale=settings.guidance,
+                width=settings.width,
+                height=settings.height,
+                generator=torch.Generator(device="cpu").manual_seed(settings.seed),
+                output_type="np",
+                callback_on_step_end=on_step_end,
+                callback_on_step_end_tensor_inputs=["latents"],
+            )
+            tracer.step = None
+            commit_rows()  # the decode phase
+    except RunCancelled:
+        commit_rows()
+        writer.event("run", "cancelled by the user", level="warning")
+        writer.finish("cancelled", time.perf_counter() - started)
+        emit({"event": "cancelled", "run_dir": str(writer.path)})
+        return {**_summary(writer.path, settings, None, detector.first, None, time.perf_counter() - started),
+                "status": "cancelled"}
+    except GhostError as exc:
+        writer.event("run", str(exc), level="error")
+        writer.finish("failed", time.perf_counter() - started, error=str(exc))
+        raise
+    except Exception as exc:  # the pipeline itself broke: keep the record, report it
+        message = f"{type(exc).__name__}: {exc}"
+        writer.event("run", message, level="error")
+        writer.finish("failed", time.perf_counter() - started, error=message)
+        emit({"event": "failed", "run_dir": str(writer.path), "error": message})
+        raise RunFailed(message, writer.path) from exc
+    image = np.asarray(output.images[0], dtype=np.float32)
+    verdict = image_verdict(image)
+    image_path = writer.save_image("final", image)
+    writer.set_verdict(verdict, detector.first)
+    elapsed = time.perf_counter() - started
+    writer.event("run", f"verdict {verdict['label']}", level="info" if verdict["label"] == "ok" else "warning")
+    writer.finish("done", elapsed)
+    summary = _summary(writer.path, settings, verdict, detector.first, image_path, elapsed)
+    emit({"event": "finished", **summary})
+    return summary
+
+
+def _summary(run_dir: Path, settings: RunSettings, verdict: dict | None, anomaly: dict | None,
+             image: Path | None, elapsed: float) -> dict[str, Any]:
+    return {
+        "run_dir": str(run_dir),
+        "prompt": settings.prompt,
+        "seed": settings.seed,
+        "steps": settings.steps,
+        "verdict": verdict,
+        "first_anomaly": anomaly,
+        "image": str(image) if image else None,
+        "elapsed_s": round(elapsed, 4),
+    }

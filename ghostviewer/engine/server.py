@@ -1,0 +1,249 @@
+"""The engine process: the one long-lived process that owns torch, driven by the GUI over a pipe.
+
+`python -m ghostviewer.engine.server` reads one JSON command per line on stdin and writes one JSON event per
+line on stdout; bulk data (tensors, images) goes through the run record on disk, never over the pipe.
+
+Commands (an optional "id" is echoed in every event the command causes):
+  {"cmd": "load", "source": "demo", "device": "auto", "dtype": null, "allow_pickle": false}
+  {"cmd": "run", "settings": {...RunSettings...}, "runs_dir": "..."}
+  {"cmd": "cancel"}                               handled at once, even while a run is going
+  {"cmd": "decode", "run_dir": "...", "step": 3, "tensor": "latents"|"x0"}
+  {"cmd": "blocks"}
+  {"cmd": "quit"}
+Events: ready, loaded, started, step, finished, cancelled, failed, decoded, blocks, error (one-line message).
+
+Torch work happens on the main thread, one command at a time; a reader thread takes stdin so `cancel` and
+`quit` arrive while a run is going. Library chatter on stdout is redirected to stderr, which the GUI logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import IO, Any
+
+PROTOCOL_VERSION = 1
+_QUIT = {"cmd": "quit"}
+
+
+class Emitter:
+    """Writes events as JSON lines to the protocol stream; safe to call from any thread."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        line = json.dumps({"event": event, **fields}, default=str)
+        with self._lock:
+            try:
+                self._stream.write(line + "\n")
+                self._stream.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass  # the GUI went away; the reader thread sees EOF and quits
+
+
+def protocol_stream() -> IO[str]:
+    """Keep the real stdout for the protocol and point fd 1 (and sys.stdout) at stderr for everything else."""
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+
+def engine_threads() -> int:
+    """Torch threads: GHOSTVIEWER_ENGINE_THREADS, else all cores but one (the GUI keeps a core to redraw)."""
+    wanted = os.environ.get("GHOSTVIEWER_ENGINE_THREADS", "")
+    if wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+def read_commands(stream: IO[str], commands: queue.Queue[dict[str, Any]], session: Any, emit: Emitter) -> None:
+    """The reader thread: parse lines, handle `cancel` at once, queue the rest; EOF means quit."""
+    while True:
+        line = stream.readline()
+        if not line:
+            session.cancel()
+            commands.put(dict(_QUIT))
+            return
+        if not line.strip():
+            continue
+        try:
+            command = json.loads(line)
+            if not isinstance(command, dict) or not isinstance(command.get("cmd"), str):
+                raise ValueError("a command is a JSON object with a 'cmd' string")
+        except ValueError as exc:
+            emit("error", message=f"bad command line: {exc}", cmd=None)
+            continue
+        if command["cmd"] == "cancel":
+            session.cancel()
+            continue
+        if command["cmd"] == "quit":
+            session.cancel()
+        commands.put(command)
+        if command["cmd"] == "quit":
+            return
+
+
+class EngineSession:
+    """The engine's state (the loaded pipeline, the running run's cancel token) and its command handlers."""
+
+    def __init__(self, emit: Emitter) -> None:
+        self.emit = emit
+        self.loaded: Any = None
+        self._token: Any = None
+
+    def cancel(self) -> None:
+        token = self._token
+        if token is not None:
+            token.cancel()
+
+    def boot(self, threads: int, protocol: int) -> None:
+        import torch  # the slow part (seconds): the GUI is already on screen
+
+        torch.set_num_threads(threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass  # already set by someone
+        from ghostviewer.engine.faults import list_faults
+        from ghostviewer.engine.schedulers import SCHEDULERS
+
+        self.emit("ready", pid=os.getpid(), protocol=protocol, torch=torch.__version__, threads=threads,
+                  schedulers=list(SCHEDULERS), faults=list_faults())
+
+    def handle(self, command: dict[str, Any]) -> None:
+        from ghostviewer.engine.errors import GhostError
+        from ghostviewer.record import RecordError
+
+        name, ident = command["cmd"], command.get("id")
+        handler = getattr(self, f"_cmd_{name}", None)
+        if handler is None:
+            self.emit("error", message=f"unknown command {name!r}", cmd=name, id=ident)
+            return
+        try:
+            handler(command, ident)
+        except (GhostError, RecordError) as exc:
+            self.emit("error", message=str(exc), cmd=name, id=ident)
+
+    def _require_pipeline(self) -> Any:
+        from ghostviewer.engine.errors import GhostError
+
+        if self.loaded is None:
+            raise GhostError("no pipeline is loaded yet; load one first")
+        return self.loaded
+
+    def _cmd_load(self, command: dict[str, Any], ident: Any) -> None:
+        from ghostviewer.engine.loading import load_pipeline
+        from ghostviewer.engine.schedulers import scheduler_name
+
+        self.loaded = None  # a failed load leaves no half-loaded pipeline behind
+        loaded = load_pipeline(str(command.get("source") or "demo"), command.get("device") or "auto",
+                               command.get("dtype") or None, bool(command.get("allow_pickle", False)))
+        self.loaded = loaded
+        pipe = loaded.pipe
+        vae = getattr(pipe, "vae", None)
+        self.emit("loaded", id=ident, source=loaded.source, kind=loaded.source_kind, device=loaded.device,
+                  dtypes=loaded.dtypes, pipeline=type(pipe).__name__, scheduler=scheduler_name(pipe.scheduler),
+                  latent_channels=None if vae is None else vae.config.get("latent_channels"))
+
+    def _cmd_blocks(self, command: dict[str, Any], ident: Any) -> None:
+        from ghostviewer.engine.blocks import discover_blocks
+
+        blocks = discover_blocks(self._require_pipeline().pipe)
+        self.emit("blocks", id=ident, blocks=[block.to_json() for block in blocks])
+
+    def _cmd_run(self, command: dict[str, Any], ident: Any) -> None:
+        from ghostviewer.engine.errors import GhostError
+        from ghostviewer.engine.runner import CancelToken, RunFailed, execute_run
+        from ghostviewer.engine.settings import RunSettings
+        from ghostviewer.record import RecordError
+
+        ended: list[str] = []
+
+        def progress(event: dict[str, Any]) -> None:
+            if event.get("event") in ("finished", "cancelled", "failed"):
+                ended.append(event["event"])
+            self.emit(**{**event, "id": ident})
+
+        self._token = CancelToken()
+        try:
+            loaded = self._require_pipeline()
+            settings = RunSettings.from_dict(dict(command.get("settings") or {}))
+            execute_run(loaded, settings, Path(str(command.get("runs_dir"))).expanduser(), self._token, progress)
+        except RunFailed:
+            pass  # the runner already sent 'failed' with the run folder
+        except (GhostError, RecordError, TypeError, ValueError) as exc:
+            if not ended:
+                self.emit("failed", id=ident, run_dir=None, error=str(exc))
+        finally:
+            self._token = None
+
+    def _cmd_decode(self, command: dict[str, Any], ident: Any) -> None:
+        step, tensor = int(command["step"]), str(command.get("tensor") or "latents")
+        path = decode_step(self._require_pipeline(), Path(str(command["run_dir"])), step, tensor)
+        self.emit("decoded", id=ident, run_dir=str(command["run_dir"]), step=step, tensor=tensor, path=str(path))
+
+
+def decode_step(loaded: Any, run_dir: Path, step: int, tensor: str = "latents") -> Path:
+    """Full VAE decode of one step's latents (or predicted x0), written as images/step_NNNN_decoded*.png."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from ghostviewer.engine.errors import GhostError
+    from ghostviewer.record import RunRecord
+    from ghostviewer.record.writer import to_uint8_image
+
+    tensors = RunRecord(run_dir).step_tensors(step)
+    if tensor not in tensors:
+        raise GhostError(f"step {step} of {run_dir.name} has no recorded {tensor!r} to decode")
+    vae = getattr(loaded.pipe, "vae", None)
+    if vae is None:
+        raise GhostError("the loaded pipeline has no VAE to decode with")
+    latents = np.asarray(tensors[tensor], np.float32)
+    channels = vae.config.get("latent_channels")
+    if latents.ndim != 3 or latents.shape[0] != channels:
+        raise GhostError(f"latents of shape {latents.shape} do not fit this VAE ({channels} channels); "
+                         "load the pipeline the run was made with")
+    scaling = float(vae.config.get("scaling_factor") or 1.0)
+    shift = float(vae.config.get("shift_factor") or 0.0)
+    z = torch.from_numpy(latents)[None].to(device=vae.device, dtype=vae.dtype)
+    with torch.inference_mode():
+        image = vae.decode(z / scaling + shift).sample[0].float().cpu().numpy()
+    name = f"step_{step:04d}_decoded" + ("" if tensor == "latents" else f"_{tensor}")
+    target = run_dir / "images" / f"{name}.png"
+    target.parent.mkdir(exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    Image.fromarray(to_uint8_image(image.transpose(1, 2, 0) / 2.0 + 0.5)).save(tmp, format="PNG")
+    os.replace(tmp, target)
+    return target
+
+
+def main() -> int:
+    emit = Emitter(protocol_stream())
+    session = EngineSession(emit)
+    commands: queue.Queue[dict[str, Any]] = queue.Queue()
+    reader = threading.Thread(target=read_commands, args=(sys.stdin, commands, session, emit), daemon=True)
+    reader.start()
+    session.boot(engine_threads(), PROTOCOL_VERSION)
+    while True:
+        command = commands.get()
+        if command["cmd"] == "quit":
+            emit("bye", id=command.get("id"))
+            return 0
+        try:
+            session.handle(command)
+        except Exception as exc:  # a bug of ours: one line to the GUI, the traceback to its log
+            traceback.print_exc(file=sys.stderr)
+            emit("error", message=f"{type(exc).__name__}: {exc}", cmd=command["cmd"], id=command.get("id"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

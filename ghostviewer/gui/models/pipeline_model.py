@@ -1,0 +1,73 @@
+"""Which pipeline the user wants (source, device, dtype), what the engine has loaded, and recent sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("", "float32", "float16", "bfloat16")  # "": the pipeline's own
+MAX_RECENT = 8
+
+
+class PipelineModel(QObject):
+    changed = Signal()  # anything shown changed
+    wanted = Signal()  # source, device or dtype changed: the engine should (re)load
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.source = "demo"
+        self.device = "auto"
+        self.dtype = ""
+        self.recent: list[str] = []
+        self.status = "waiting"  # waiting (engine starting) | loading | loaded | failed
+        self.error = ""
+        self.info: dict[str, Any] = {}
+        self.schedulers: list[str] = []
+        self.faults: list[dict[str, Any]] = []
+
+    # -- what the user asks for -------------------------------------------------------------------
+    def set_source(self, source: str) -> None:
+        source = str(source)
+        self.recent = [source, *[s for s in self.recent if s != source]][:MAX_RECENT]
+        if source != self.source:
+            self.source = source
+            self.wanted.emit()
+        self.changed.emit()
+
+    def set_device(self, device: str) -> None:
+        if device in DEVICES and device != self.device:
+            self.device = device
+            self.wanted.emit()
+            self.changed.emit()
+
+    def set_dtype(self, dtype: str) -> None:
+        if dtype in DTYPES and dtype != self.dtype:
+            self.dtype = dtype
+            self.wanted.emit()
+            self.changed.emit()
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.source, self.device, self.dtype)
+
+    # -- what the engine reports ------------------------------------------------------------------
+    def set_status(self, status: str, error: str = "", info: dict[str, Any] | None = None) -> None:
+        self.status, self.error = status, error
+        if info is not None:
+            self.info = dict(info)
+        self.changed.emit()
+
+    def set_engine_info(self, schedulers: list[str], faults: list[dict[str, Any]]) -> None:
+        self.schedulers, self.faults = list(schedulers), list(faults)
+        self.changed.emit()
+
+    def describe(self) -> str:
+        """One line for the panel and the status bar."""
+        name = "demo pipeline" if self.source == "demo" else self.source
+        if self.status == "loaded":
+            dtypes = sorted(set(self.info.get("dtypes", {}).values())) or ["?"]
+            return f"{name}: {self.info.get('pipeline', '?')} on {self.info.get('device', '?')} ({'/'.join(dtypes)})"
+        if self.status == "failed":
+            return f"{name}: not loaded ({self.error})"
+        return f"{name}: {'loading…' if self.status == 'loading' else 'waiting for the engine…'}"

@@ -1,0 +1,78 @@
+"""The prompt panel's state: prompt, negative prompt, seed (locked or drawn per run), steps, guidance, size."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+MAX_RANDOM_SEED = 2**32 - 1
+FIELDS = ("prompt", "negative", "seed", "seed_locked", "steps", "guidance", "width", "height", "scheduler")
+
+
+class PromptModel(QObject):
+    changed = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.prompt = "a red circle on a blue background"
+        self.negative = ""
+        self.seed = 0
+        self.seed_locked = True  # unlocked: every queued run draws a fresh seed
+        self.steps = 20
+        self.guidance = 7.5
+        self.width = 0  # 0: the pipeline's native size
+        self.height = 0
+        self.scheduler = ""  # "": the pipeline's own
+        self._rng = random.SystemRandom()
+
+    def update(self, **values: Any) -> None:
+        touched = False
+        for key, value in values.items():
+            if key not in FIELDS:
+                raise KeyError(f"unknown prompt field {key!r}")
+            if getattr(self, key) != value:
+                setattr(self, key, value)
+                touched = True
+        if touched:
+            self.changed.emit()
+
+    def randomise_seed(self) -> int:
+        self.update(seed=self._rng.randrange(0, MAX_RANDOM_SEED + 1))
+        return self.seed
+
+    def take_settings(self, source: str, device: str, dtype: str, prompt: str | None = None) -> dict[str, Any]:
+        """The RunSettings dict for the next queued run (draws a new seed first when the seed is unlocked)."""
+        if not self.seed_locked:
+            self.randomise_seed()
+        return {
+            "prompt": self.prompt if prompt is None else prompt,
+            "negative_prompt": self.negative,
+            "seed": int(self.seed),
+            "steps": int(self.steps),
+            "guidance": float(self.guidance),
+            "width": int(self.width) or None,
+            "height": int(self.height) or None,
+            "scheduler": self.scheduler or None,
+            "device": device,
+            "dtype": dtype or None,
+            "source": source,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in FIELDS}
+
+    def load_dict(self, data: dict[str, Any]) -> None:
+        """Restore remembered values, ignoring unknown keys and values of the wrong type."""
+        clean: dict[str, Any] = {}
+        for key in FIELDS:
+            value, current = data.get(key), getattr(self, key)
+            if isinstance(current, bool) or isinstance(value, bool):
+                if isinstance(current, bool) and isinstance(value, bool):
+                    clean[key] = value
+            elif isinstance(current, float) and isinstance(value, (int, float)):
+                clean[key] = float(value)
+            elif isinstance(value, type(current)):
+                clean[key] = value
+        self.update(**clean)

@@ -1,0 +1,170 @@
+"""The selected run and step: what the timeline, image views and plot show. Reads the record, never the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from ghostviewer.record import RecordError, RunRecord, StepInfo
+
+PLAY_INTERVAL_MS = 150
+
+
+@dataclass(frozen=True)
+class Badge:
+    text: str
+    kind: str  # none | running | ok | bad | cancelled | failed | incomplete
+    tooltip: str = ""
+
+
+class TimelineModel(QObject):
+    runChanged = Signal()
+    stepsChanged = Signal(int)  # number of recorded steps
+    stepChanged = Signal(int)
+    playingChanged = Signal(bool)
+    statusChanged = Signal()  # status, verdict or liveness
+    decodedChanged = Signal(int)  # a full decode of this step was written
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.record: RunRecord | None = None
+        self.live = False  # the engine is writing this run now
+        self.engine_died = False  # the engine stopped while writing it
+        self.steps: list[StepInfo] = []
+        self.step = -1
+        self.status = ""
+        self._play = QTimer(self)
+        self._play.setInterval(PLAY_INTERVAL_MS)
+        self._play.timeout.connect(self._advance)
+        self._refresh = QTimer(self)  # coalesces bursts of step events into one refresh
+        self._refresh.setSingleShot(True)
+        self._refresh.setInterval(0)
+        self._refresh.timeout.connect(self.refresh)
+
+    # -- the run ----------------------------------------------------------------------------------
+    @property
+    def run_dir(self) -> str | None:
+        return None if self.record is None else str(self.record.path)
+
+    def open_run(self, path: str | Path, live: bool = False) -> None:
+        """Show a run folder (raises RecordError when it is not a readable run)."""
+        record = RunRecord(path)
+        self.stop()
+        self.record, self.live, self.engine_died = record, live, False
+        self.steps = record.steps()
+        self.status = record.status
+        self.step = len(self.steps) - 1
+        self.runChanged.emit()
+        self.stepsChanged.emit(len(self.steps))
+        self.stepChanged.emit(self.step)
+        self.statusChanged.emit()
+
+    def close_run(self) -> None:
+        self.stop()
+        self.record, self.live, self.steps, self.step, self.status = None, False, [], -1, ""
+        self.runChanged.emit()
+        self.stepsChanged.emit(0)
+        self.stepChanged.emit(-1)
+        self.statusChanged.emit()
+
+    def request_refresh(self) -> None:
+        if not self._refresh.isActive():
+            self._refresh.start()
+
+    def refresh(self) -> None:
+        """Re-read the steps and status of the shown run; follow the newest step when at the end."""
+        if self.record is None:
+            return
+        try:
+            steps, status = self.record.steps(), self.record.status
+        except RecordError:
+            return  # mid-write hiccup; the next step event refreshes again
+        if len(steps) != len(self.steps):
+            follow = self.step >= len(self.steps) - 1
+            self.steps = steps
+            self.stepsChanged.emit(len(steps))
+            if follow:
+                self.set_step(len(steps) - 1)
+        if status != self.status:
+            self.status = status
+            self.statusChanged.emit()
+
+    def set_live(self, live: bool, engine_died: bool = False) -> None:
+        self.live, self.engine_died = live, engine_died
+        self.refresh()
+        self.statusChanged.emit()
+
+    def note_decoded(self, run_dir: str, step: int) -> None:
+        if self.run_dir is not None and Path(run_dir) == Path(self.run_dir):
+            self.decodedChanged.emit(step)
+
+    # -- the step ---------------------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return len(self.steps)
+
+    def step_info(self) -> StepInfo | None:
+        return self.steps[self.step] if 0 <= self.step < len(self.steps) else None
+
+    def set_step(self, step: int) -> None:
+        if not self.steps:
+            return
+        step = max(0, min(int(step), len(self.steps) - 1))
+        if step != self.step:
+            self.step = step
+            self.stepChanged.emit(step)
+
+    def step_by(self, delta: int) -> None:
+        self.set_step(self.step + delta)
+
+    @property
+    def playing(self) -> bool:
+        return self._play.isActive()
+
+    def toggle_play(self) -> None:
+        if self.playing:
+            self.stop()
+            return
+        if not self.steps:
+            return
+        if self.step >= len(self.steps) - 1:
+            self.set_step(0)
+        self._play.start()
+        self.playingChanged.emit(True)
+
+    def stop(self) -> None:
+        if self._play.isActive():
+            self._play.stop()
+            self.playingChanged.emit(False)
+
+    def _advance(self) -> None:
+        if self.step < len(self.steps) - 1:
+            self.set_step(self.step + 1)
+        elif not self.live:
+            self.stop()
+
+    # -- the badge --------------------------------------------------------------------------------
+    def badge(self) -> Badge:
+        record = self.record
+        if record is None:
+            return Badge("no run", "none")
+        total = record.settings.get("steps") or "?"
+        if self.status == "running":
+            if self.live:
+                return Badge(f"running · {self.count}/{total}", "running")
+            why = "the engine stopped" if self.engine_died else "killed or still being written elsewhere"
+            return Badge(f"incomplete · {self.count}/{total}", "incomplete", f"Incomplete run: {why}.")
+        if self.status == "cancelled":
+            return Badge(f"cancelled · {self.count}/{total}", "cancelled")
+        if self.status == "failed":
+            return Badge("failed", "failed", record.error or "")
+        verdict = record.verdict or {}
+        label = str(verdict.get("label") or "?")
+        scores = ", ".join(f"{k} {v:.3g}" for k, v in (verdict.get("scores") or {}).items()
+                           if isinstance(v, (int, float)))
+        anomaly = record.first_anomaly
+        where = "" if not anomaly else (f"\nfirst anomaly: {anomaly.get('kind')} at {anomaly.get('phase')}"
+                                        f" step {anomaly.get('step')} in {anomaly.get('module')}")
+        return Badge(label, "ok" if label == "ok" else "bad", f"verdict {label}: {scores}{where}")

@@ -1,0 +1,20 @@
+"""Where GhostViewer keeps things on the user's machine (torch-free: the GUI uses it too)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from platformdirs import user_data_dir, user_log_dir
+
+
+def default_runs_dir() -> Path:
+    """GHOSTVIEWER_RUNS_DIR, else the platform's user data folder (…/ghostviewer/runs)."""
+    override = os.environ.get("GHOSTVIEWER_RUNS_DIR")
+    return Path(override) if override else Path(user_data_dir("ghostviewer", appauthor=False)) / "runs"
+
+
+def log_dir() -> Path:
+    path = Path(os.environ.get("GHOSTVIEWER_LOG_DIR") or user_log_dir("ghostviewer", appauthor=False))
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,19 @@
+"""The run record: GhostViewer's on-disk run format (a flight recorder). Torch-free and Qt-free."""
+
+from .errors import RecordError
+from .history import list_runs
+from .reader import RunRecord
+from .schema import SCHEMA_VERSION
+from .types import Event, StatRow, StepInfo
+from .writer import RunWriter
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Event",
+    "RecordError",
+    "RunRecord",
+    "RunWriter",
+    "StatRow",
+    "StepInfo",
+    "list_runs",
+]

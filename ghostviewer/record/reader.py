@@ -1,0 +1,333 @@
+"""RunRecord: read-only access to a run folder, finished, killed, or still being written."""
+
+from __future__ import annotations
+
+import fnmatch
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors import SafetensorError
+from safetensors.numpy import load_file
+
+from . import schema
+from .errors import RecordError
+from .types import Event, StatRow, StepInfo
+
+SERIES_STATS = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "fp16_headroom")
+_GLOB_CHARS = frozenset("*?[")
+_STAT_COLUMNS = (
+    "phase, step, module, call, seq, shape, dtype, min, max, mean, std, absmax, nan_count, inf_count"
+)
+
+
+def _real(value: float | None) -> float:
+    return float("nan") if value is None else float(value)  # SQLite stores NaN as NULL
+
+
+def _stat_row(row: Sequence[Any]) -> StatRow:
+    phase, step, module, call, seq, shape, dtype, mn, mx, mean, std, absmax, nans, infs = row
+    return StatRow(
+        phase,
+        step,
+        module,
+        call,
+        seq,
+        tuple(schema.loads(shape)),
+        dtype,
+        _real(mn),
+        _real(mx),
+        _real(mean),
+        _real(std),
+        _real(absmax),
+        nans,
+        infs,
+    )
+
+
+class RunRecord:
+    """A run folder opened read-only. Each query sees the latest committed state of the run."""
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path)
+        if path.name == schema.DB_NAME and path.is_file():
+            path = path.parent
+        if not path.is_dir():
+            raise RecordError(f"not a folder: {path}")
+        db = path / schema.DB_NAME
+        if not db.is_file():
+            raise RecordError(f"not a GhostViewer run (no {schema.DB_NAME}): {path}")
+        self.path = path
+        self._db = db.resolve()
+        self._immutable = False
+        try:
+            tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except RecordError as exc:
+            if not isinstance(exc.__cause__, sqlite3.OperationalError):
+                raise
+            # A WAL database on read-only media without its -shm file: read it as immutable.
+            self._immutable = True
+            tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:
+            raise RecordError(f"not a GhostViewer run (no meta table in {schema.DB_NAME}): {path}")
+        meta = self._meta()
+        version = meta.get("schema_version")
+        if not isinstance(version, int) or isinstance(version, bool) or "run_id" not in meta:
+            raise RecordError(f"not a GhostViewer run (no schema version): {path}")
+        schema.check_version(version)  # before the table check: a newer schema may differ
+        if not {"steps", "stats", "events", "files"} <= tables:
+            raise RecordError(f"not a GhostViewer run (missing tables in {schema.DB_NAME}): {path}")
+        self._fts = schema.FTS_TABLE in tables
+        self.schema_version: int = version
+        self.run_id: str = str(meta["run_id"])
+
+    # -- low level ----------------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        uri = self._db.as_uri() + ("?immutable=1" if self._immutable else "?mode=ro")
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+        conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    def _query(self, sql: str, params: Sequence[Any] = (), *, fts: bool = False) -> list[tuple[Any, ...]]:
+        try:
+            conn = self._connect()
+        except sqlite3.Error as exc:
+            raise RecordError(f"cannot open run database {self._db}: {exc}") from exc
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if fts:
+                raise  # the caller falls back to LIKE
+            raise RecordError(f"cannot read run database {self._db}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise RecordError(f"corrupt run database {self._db}: {exc}") from exc
+        finally:
+            conn.close()
+
+    def _meta(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in self._query("SELECT key, value FROM meta"):
+            try:
+                out[key] = schema.loads(value)
+            except ValueError:
+                out[key] = value
+        return out
+
+    def _meta_value(self, key: str) -> Any:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        if not rows:
+            return None
+        try:
+            return schema.loads(rows[0][0])
+        except ValueError:
+            return rows[0][0]
+
+    def _file(self, relpath: str) -> Path:
+        target = (self.path / relpath).resolve()
+        if not target.is_relative_to(self.path.resolve()):
+            raise RecordError(f"run {self.run_id} lists a file outside its folder: {relpath}")
+        return target
+
+    # -- meta ---------------------------------------------------------------------------------------
+    @property
+    def status(self) -> str:
+        """'running' (still being written, or killed before it finished), 'done', 'failed' or 'cancelled'."""
+        return str(self._meta_value("status") or "running")
+
+    @property
+    def complete(self) -> bool:
+        """True when the writer finished the run (whatever its status); False while running or if killed."""
+        return self.status != "running"
+
+    @property
+    def created_at(self) -> str | None:
+        return self._meta_value("created_at")
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self._meta_value("settings") or {}
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        return self._meta_value("environment") or {}
+
+    @property
+    def verdict(self) -> dict[str, Any] | None:
+        return self._meta_value("verdict")
+
+    @property
+    def first_anomaly(self) -> dict[str, Any] | None:
+        return self._meta_value("first_anomaly")
+
+    @property
+    def elapsed_s(self) -> float | None:
+        return self._meta_value("elapsed_s")
+
+    @property
+    def error(self) -> str | None:
+        return self._meta_value("error")
+
+    # -- steps and stats ----------------------------------------------------------------------------
+    def steps(self) -> list[StepInfo]:
+        rows = self._query(
+            'SELECT "index", timestep, sigma, wall_s, mem_before, mem_after, mem_peak, mem_kind'
+            ' FROM steps ORDER BY "index"'
+        )
+        return [StepInfo(*row) for row in rows]
+
+    def modules(self) -> list[str]:
+        """Module paths in first-execution order."""
+        return [
+            r[0] for r in self._query("SELECT module FROM stats GROUP BY module ORDER BY MIN(seq), module")
+        ]
+
+    def _resolve_modules(self, module: str | Sequence[str]) -> list[str]:
+        patterns = [module] if isinstance(module, str) else list(module)
+        if not any(_GLOB_CHARS & set(p) for p in patterns):
+            return patterns
+        names = self.modules()
+        chosen: set[str] = set()
+        for pattern in patterns:
+            if _GLOB_CHARS & set(pattern):
+                chosen.update(n for n in names if fnmatch.fnmatchcase(n, pattern))
+            else:
+                chosen.add(pattern)
+        return sorted(chosen)
+
+    def stats(
+        self, module: str | Sequence[str] | None = None, phase: str | None = None, step: int | None = None
+    ) -> list[StatRow]:
+        """Stats ordered by seq. module: an exact path, a glob ('unet.*.resnets.*'), or a list of either."""
+        where: list[str] = []
+        params: list[Any] = []
+        if module is not None:
+            where.append("module IN (SELECT value FROM json_each(?))")
+            params.append(schema.dumps(self._resolve_modules(module)))
+        if phase is not None:
+            where.append("phase = ?")
+            params.append(phase)
+        if step is not None:
+            where.append("step = ?")
+            params.append(int(step))
+        sql = f"SELECT {_STAT_COLUMNS} FROM stats"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [_stat_row(r) for r in self._query(sql + " ORDER BY seq, id", params)]
+
+    def series(self, module: str, stat: str, phase: str = "denoise") -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one stat of one module's first call (call 0) across steps.
+
+        Outside 'denoise' (no step), the x values are 0, 1, 2... in execution order.
+        """
+        if stat not in SERIES_STATS:
+            raise ValueError(f"stat must be one of {SERIES_STATS}, not {stat!r}")
+        column = "absmax" if stat == "fp16_headroom" else stat
+        rows = self._query(
+            f"SELECT step, {column} FROM stats WHERE module = ? AND phase = ? AND call = 0"
+            " ORDER BY step, seq",
+            (module, phase),
+        )
+        steps = np.array([i if r[0] is None else r[0] for i, r in enumerate(rows)], dtype=np.int64)
+        values = np.array([_real(r[1]) for r in rows], dtype=np.float64)
+        if stat == "fp16_headroom":
+            values = values / 65504.0
+        return steps, values
+
+    # -- tensors and images -------------------------------------------------------------------------
+    def _lookup(self, name: str, kind: str) -> str | None:
+        rows = self._query("SELECT relpath FROM files WHERE name = ? AND kind = ?", (name, kind))
+        return rows[0][0] if rows else None
+
+    def _load(self, relpath: str) -> dict[str, np.ndarray]:
+        target = self._file(relpath)
+        try:
+            return load_file(str(target))
+        except FileNotFoundError as exc:
+            raise RecordError(f"run {self.run_id} is missing {relpath}") from exc
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise RecordError(f"run {self.run_id} has an unreadable tensor file {relpath}: {exc}") from exc
+
+    def files(self) -> list[dict[str, Any]]:
+        rows = self._query("SELECT name, kind, relpath, step FROM files ORDER BY kind, name")
+        return [{"name": n, "kind": k, "relpath": r, "step": s} for n, k, r, s in rows]
+
+    def step_tensors(self, step: int) -> dict[str, np.ndarray]:
+        """Tensors saved with step `step` ({} when that step saved none)."""
+        relpath = self._lookup(f"step_{int(step):04d}", "tensors")
+        return {} if relpath is None else self._load(relpath)
+
+    def tensors(self, name: str) -> dict[str, np.ndarray]:
+        """Tensors saved under `name` (e.g. 'initial_noise'); KeyError when the run has none."""
+        relpath = self._lookup(name, "tensors")
+        if relpath is None:
+            relpath = f"tensors/{name}.safetensors"  # written but not yet committed (e.g. killed run)
+            if "/" in name or not (self.path / relpath).is_file():
+                raise KeyError(f"run {self.run_id} has no tensors named {name!r}")
+        return self._load(relpath)
+
+    def image_path(self, name: str = "final") -> Path | None:
+        relpath = self._lookup(name, "image") or f"images/{name}.png"
+        if "/" in name:
+            return None
+        target = self._file(relpath)
+        return target if target.is_file() else None
+
+    def step_image_path(self, step: int, name: str) -> Path | None:
+        return self.image_path(f"step_{int(step):04d}_{name}")
+
+    # -- events -------------------------------------------------------------------------------------
+    def events(
+        self, search: str | None = None, level: str | None = None, kind: str | None = None
+    ) -> list[Event]:
+        """Events in time order. search: FTS5 query when available (else, or if malformed, a substring)."""
+        where: list[str] = []
+        params: list[Any] = []
+        if level is not None:
+            where.append("level = ?")
+            params.append(level)
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        base = "SELECT t, level, kind, message, data FROM events"
+        rows: list[tuple[Any, ...]] | None = None
+        if search and self._fts:
+            sql = (
+                f"{base} WHERE id IN (SELECT rowid FROM {schema.FTS_TABLE} WHERE {schema.FTS_TABLE} MATCH ?)"
+            )
+            sql += "".join(f" AND {w}" for w in where)
+            try:
+                rows = self._query(sql + " ORDER BY t, id", [search, *params], fts=True)
+            except sqlite3.OperationalError:
+                rows = None  # malformed FTS query, or no FTS5 in this SQLite
+        if rows is None:
+            if search:
+                escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                where.append("message LIKE ? ESCAPE '\\'")
+                params.append(f"%{escaped}%")
+            sql = base + ("" if not where else " WHERE " + " AND ".join(where))
+            rows = self._query(sql + " ORDER BY t, id", params)
+        return [Event(t, lv, k, m, schema.loads(d) or {}) for t, lv, k, m, d in rows]
+
+    # -- summary ------------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """The CONTRACT's `run` JSON object (plus run_id and status)."""
+        meta = self._meta()
+        settings = meta.get("settings") or {}
+        image = self.image_path("final")
+        return {
+            "run_dir": str(self.path),
+            "prompt": settings.get("prompt"),
+            "seed": settings.get("seed"),
+            "steps": settings.get("steps"),
+            "verdict": meta.get("verdict"),
+            "first_anomaly": meta.get("first_anomaly"),
+            "image": None if image is None else str(image),
+            "elapsed_s": meta.get("elapsed_s"),
+            "run_id": self.run_id,
+            "status": meta.get("status") or "running",
+        }
+
+    def __repr__(self) -> str:
+        return f"RunRecord({str(self.path)!r})"

@@ -1,0 +1,296 @@
+"""RunWriter: writes one run folder as the run goes (a flight recorder, one transaction per step)."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+from PIL import Image
+from safetensors.numpy import save_file
+
+from . import schema
+from .errors import RecordError
+from .types import StatRow, StepInfo
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_FINISHED = ("done", "failed", "cancelled")
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.match(name) or ".." in name:
+        raise ValueError(f"bad file name {name!r}: use letters, digits, '_', '-', '.'")
+    return name
+
+
+def _step_name(index: int) -> str:
+    return f"step_{index:04d}"
+
+
+def to_uint8_image(image: np.ndarray) -> np.ndarray:
+    """HxW, HxWx1, HxWx3 or HxWx4 -> uint8. Floats are read as [0, 1]; NaN and -Inf -> 0, +Inf -> 255."""
+    arr = np.asarray(image)
+    if arr.ndim == 3 and arr.shape[2] == 1:
+        arr = arr[:, :, 0]
+    if not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[2] in (3, 4))):
+        raise ValueError(f"image must be HxW, HxWx3 or HxWx4, got shape {arr.shape}")
+    if arr.dtype == np.uint8:
+        return np.ascontiguousarray(arr)
+    if arr.dtype == np.bool_:
+        return arr.astype(np.uint8) * 255
+    if np.issubdtype(arr.dtype, np.floating):
+        values = np.nan_to_num(arr.astype(np.float32), nan=0.0, posinf=1.0, neginf=0.0)
+        return np.round(np.clip(values, 0.0, 1.0) * 255.0).astype(np.uint8)
+    if np.issubdtype(arr.dtype, np.integer):
+        return np.clip(arr, 0, 255).astype(np.uint8)
+    raise ValueError(f"unsupported image dtype {arr.dtype}")
+
+
+class RunWriter:
+    """Writes `runs_dir/<run_id>/`: run.sqlite (WAL), tensors/*.safetensors, images/*.png."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, run_id: str) -> None:
+        self.path = path
+        self.run_id = run_id
+        self._conn: sqlite3.Connection | None = conn
+        self._t0 = time.monotonic()
+        self._fts = (
+            conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (schema.FTS_TABLE,)).fetchone()
+            is not None
+        )
+
+    # -- creation ---------------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls, runs_dir: Path, settings: dict[str, Any], environment: dict[str, Any], run_id: str | None = None
+    ) -> RunWriter:
+        runs_dir = Path(runs_dir)
+        try:
+            runs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RecordError(f"cannot create runs folder {runs_dir}: {exc.strerror or exc}") from exc
+        path = cls._make_folder(runs_dir, run_id)
+        try:
+            conn = sqlite3.connect(path / schema.DB_NAME, timeout=5.0)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            schema.create_tables(conn)
+            schema.migrate(conn)
+            meta = {
+                "run_id": path.name,
+                "created_at": datetime.now().astimezone().isoformat(timespec="milliseconds"),
+                "status": "running",
+                "settings": settings,
+                "environment": environment,
+                "verdict": None,
+                "first_anomaly": None,
+                "elapsed_s": None,
+                "error": None,
+            }
+            conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [(k, schema.dumps(v)) for k, v in meta.items()],
+            )
+            conn.commit()
+        except sqlite3.Error as exc:
+            raise RecordError(f"cannot create run database in {path}: {exc}") from exc
+        (path / "tensors").mkdir(exist_ok=True)
+        (path / "images").mkdir(exist_ok=True)
+        return cls(path, conn, path.name)
+
+    @staticmethod
+    def _make_folder(runs_dir: Path, run_id: str | None) -> Path:
+        if run_id is not None:
+            _check_name(run_id)
+            try:
+                (runs_dir / run_id).mkdir()
+            except FileExistsError as exc:
+                raise RecordError(f"run folder already exists: {runs_dir / run_id}") from exc
+            return runs_dir / run_id
+        for _ in range(100):
+            candidate = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+            try:
+                (runs_dir / candidate).mkdir()
+            except FileExistsError:
+                continue
+            return runs_dir / candidate
+        raise RecordError(f"cannot find a free run id in {runs_dir}")
+
+    # -- buffered writes ----------------------------------------------------------------------------
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RecordError(f"run {self.run_id} is finished; nothing more can be written")
+        return self._conn
+
+    @property
+    def finished(self) -> bool:
+        return self._conn is None
+
+    def event(self, kind: str, message: str, level: str = "info", **data: Any) -> None:
+        """Log an event (buffered until the next step/commit)."""
+        cur = self.conn.execute(
+            "INSERT INTO events (t, level, kind, message, data) VALUES (?, ?, ?, ?, ?)",
+            (time.time(), level, kind, message, schema.dumps(data)),
+        )
+        if self._fts:
+            self.conn.execute(
+                f"INSERT INTO {schema.FTS_TABLE} (rowid, message) VALUES (?, ?)", (cur.lastrowid, message)
+            )
+
+    def add_stats(self, rows: Iterable[StatRow]) -> None:
+        """Add module statistics (buffered until the next step/commit). NaN stats are stored as NULL."""
+        self.conn.executemany(
+            "INSERT INTO stats (phase, step, module, call, seq, shape, dtype, min, max, mean, std, absmax,"
+            " nan_count, inf_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (
+                    r.phase,
+                    r.step,
+                    r.module,
+                    int(r.call),
+                    int(r.seq),
+                    schema.dumps([int(d) for d in r.shape]),
+                    str(r.dtype),
+                    float(r.min),
+                    float(r.max),
+                    float(r.mean),
+                    float(r.std),
+                    float(r.absmax),
+                    int(r.nan_count),
+                    int(r.inf_count),
+                )
+                for r in rows
+            ),
+        )
+
+    def _add_file(self, name: str, kind: str, relpath: str, step: int | None) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO files (name, kind, relpath, step) VALUES (?, ?, ?, ?)",
+            (name, kind, relpath, step),
+        )
+
+    def save_tensors(self, name: str, tensors: dict[str, np.ndarray], step: int | None = None) -> Path:
+        """Write tensors/<name>.safetensors atomically and list it (row buffered until the next commit)."""
+        _check_name(name)
+        self.conn  # noqa: B018 - refuse writes after finish
+        relpath = f"tensors/{name}.safetensors"
+        target = self.path / relpath
+        tmp = target.with_name(target.name + ".tmp")
+        arrays = {str(k): np.ascontiguousarray(np.asarray(v)) for k, v in tensors.items()}
+        save_file(arrays, str(tmp))
+        os.replace(tmp, target)
+        self._add_file(name, "tensors", relpath, step)
+        return target
+
+    def save_image(self, name: str, image: np.ndarray, step: int | None = None) -> Path:
+        """Write images/<name>.png atomically. Float images are [0, 1]; NaN becomes black. Always written."""
+        _check_name(name)
+        self.conn  # noqa: B018 - refuse writes after finish
+        relpath = f"images/{name}.png"
+        target = self.path / relpath
+        tmp = target.with_name(target.name + ".tmp")
+        Image.fromarray(to_uint8_image(image)).save(tmp, format="PNG")
+        os.replace(tmp, target)
+        self._add_file(name, "image", relpath, step)
+        return target
+
+    # -- commits ------------------------------------------------------------------------------------
+    def add_step(
+        self,
+        info: StepInfo,
+        tensors: dict[str, np.ndarray] | None = None,
+        images: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        """Write the step's files, insert its row, and commit everything buffered since the last commit."""
+        conn = self.conn
+        index = int(info.index)
+        if conn.execute('SELECT 1 FROM steps WHERE "index" = ?', (index,)).fetchone():
+            raise RecordError(f"step {index} is already recorded in run {self.run_id}")
+        if tensors:
+            self.save_tensors(_step_name(index), tensors, step=index)
+        for image_name, image in (images or {}).items():
+            self.save_image(f"{_step_name(index)}_{_check_name(image_name)}", image, step=index)
+        conn.execute(
+            'INSERT INTO steps ("index", timestep, sigma, wall_s, mem_before, mem_after, mem_peak, mem_kind,'
+            " committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                index,
+                _opt_float(info.timestep),
+                _opt_float(info.sigma),
+                float(info.wall_s),
+                _opt_int(info.mem_before),
+                _opt_int(info.mem_after),
+                _opt_int(info.mem_peak),
+                info.mem_kind,
+                time.time(),
+            ),
+        )
+        conn.commit()
+
+    def commit(self) -> None:
+        """Commit what was buffered (stats/events of the encode and decode phases)."""
+        self.conn.commit()
+
+    def _set_meta(self, **values: Any) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            [(k, schema.dumps(v)) for k, v in values.items()],
+        )
+
+    def set_verdict(self, verdict: dict[str, Any], first_anomaly: dict[str, Any] | None) -> None:
+        """Record the verdict and first anomaly (committed at once)."""
+        self._set_meta(verdict=verdict, first_anomaly=first_anomaly)
+        self.conn.commit()
+
+    def finish(self, status: str, elapsed_s: float, error: str | None = None) -> None:
+        """Set the final status, commit, and close. The database is left as a single file when possible."""
+        if status not in _FINISHED:
+            raise ValueError(f"status must be one of {_FINISHED}, not {status!r}")
+        conn = self.conn
+        self._set_meta(status=status, elapsed_s=float(elapsed_s), error=error)
+        conn.commit()
+        try:  # fold the WAL back in, so a finished run is one file (friendly to bundles and read-only media)
+            conn.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.OperationalError:
+            pass  # a reader holds the database; it stays in WAL mode, which readers handle too
+        conn.close()
+        self._conn = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    # -- context manager ----------------------------------------------------------------------------
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.finished:
+            return
+        if exc is None:
+            self.finish("done", self.elapsed())
+        elif isinstance(exc, KeyboardInterrupt):
+            self.finish("cancelled", self.elapsed(), error="interrupted")
+        else:
+            try:
+                self.finish("failed", self.elapsed(), error=f"{type(exc).__name__}: {exc}")
+            except (sqlite3.Error, RecordError):
+                pass  # never mask the original exception; the run then reads as 'running'
+
+
+def _opt_float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _opt_int(value: int | None) -> int | None:
+    return None if value is None else int(value)
