@@ -20,8 +20,14 @@ def _loaded(source: Any, device: str = "auto", dtype: str | None = None, allow_p
         return load_pipeline(source, device=device, dtype=dtype, allow_pickle=allow_pickle)
     pipe = source
     device_of = getattr(pipe, "device", None)
-    return LoadedPipeline(pipe=pipe, source=f"<in-memory {type(pipe).__name__}>", source_kind="memory",
-                          device=str(device_of or "cpu"), dtypes=component_dtypes(pipe), weight_hashes={})
+    return LoadedPipeline(
+        pipe=pipe,
+        source=f"<in-memory {type(pipe).__name__}>",
+        source_kind="memory",
+        device=str(device_of or "cpu"),
+        dtypes=component_dtypes(pipe),
+        weight_hashes={},
+    )
 
 
 def run(
@@ -41,6 +47,7 @@ def run(
     capture: Iterable[str] = (),
     faults: Iterable[str] = (),
     trace_depth: str = "block",
+    capture_attention: bool = False,
     runs_dir: str | Path | None = None,
     allow_pickle: bool = False,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
@@ -51,9 +58,21 @@ def run(
 
     loaded = _loaded(source, device, dtype, allow_pickle)
     settings = RunSettings(
-        prompt=prompt, negative_prompt=negative, seed=seed, steps=steps, guidance=guidance, width=width,
-        height=height, scheduler=scheduler, device=loaded.device, dtype=dtype, bypass=tuple(bypass),
-        capture=tuple(capture), faults=tuple(faults), trace_depth=trace_depth,
+        prompt=prompt,
+        negative_prompt=negative,
+        seed=seed,
+        steps=steps,
+        guidance=guidance,
+        width=width,
+        height=height,
+        scheduler=scheduler,
+        device=loaded.device,
+        dtype=dtype,
+        bypass=tuple(bypass),
+        capture=tuple(capture),
+        faults=tuple(faults),
+        trace_depth=trace_depth,
+        capture_attention=capture_attention,
         source=loaded.source,
     )
     return execute_run(loaded, settings, Path(runs_dir) if runs_dir else default_runs_dir(), on_progress=on_progress)

@@ -32,8 +32,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_source(p: argparse.ArgumentParser, required: bool = False) -> None:
-    p.add_argument("--pipeline", default=None if required else "demo", required=required, metavar="SRC",
-                   help="'demo', a diffusers folder, a .safetensors checkpoint or a cached hub id")
+    p.add_argument(
+        "--pipeline",
+        default=None if required else "demo",
+        required=required,
+        metavar="SRC",
+        help="'demo', a diffusers folder, a .safetensors checkpoint or a cached hub id",
+    )
     p.add_argument("--allow-pickle", action="store_true", help="allow .bin/.ckpt/.pt weights (they can run code)")
 
 
@@ -64,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--capture", action="append", default=[], metavar="PATTERN")
     run.add_argument("--fault", action="append", default=[], metavar="NAME")
     run.add_argument("--trace-depth", default="block", choices=["block", "leaf"])
+    run.add_argument("--capture-attention", action="store_true", help="record cross-attention maps per token")
+    run.add_argument("--capture-attention", action="store_true", help="record cross-attention maps per token")
     run.add_argument("--runs-dir")
     run.add_argument("--json", action="store_true")
 
@@ -103,8 +110,11 @@ def _is_problem(result: dict[str, Any]) -> bool:
 
 def _describe_run(result: dict[str, Any]) -> str:
     verdict = result.get("verdict") or {}
-    lines = [f"verdict: {verdict.get('label', result.get('status', '?'))}", f"image:   {result.get('image')}",
-             f"run:     {result['run_dir']}"]
+    lines = [
+        f"verdict: {verdict.get('label', result.get('status', '?'))}",
+        f"image:   {result.get('image')}",
+        f"run:     {result['run_dir']}",
+    ]
     anomaly = result.get("first_anomaly")
     if anomaly:
         where = f"step {anomaly['step']}" if anomaly.get("step") is not None else anomaly["phase"]
@@ -116,10 +126,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ghostviewer import api
 
     result = api.run(
-        args.pipeline, args.prompt, negative=args.negative, seed=args.seed, steps=args.steps,
-        guidance=args.guidance, width=args.width, height=args.height, scheduler=args.scheduler,
-        dtype=args.dtype, device=args.device, bypass=args.bypass, capture=args.capture, faults=args.fault,
-        trace_depth=args.trace_depth, runs_dir=args.runs_dir, allow_pickle=args.allow_pickle,
+        args.pipeline,
+        args.prompt,
+        negative=args.negative,
+        seed=args.seed,
+        steps=args.steps,
+        guidance=args.guidance,
+        width=args.width,
+        height=args.height,
+        scheduler=args.scheduler,
+        dtype=args.dtype,
+        device=args.device,
+        bypass=args.bypass,
+        capture=args.capture,
+        faults=args.fault,
+        trace_depth=args.trace_depth,
+        capture_attention=args.capture_attention,
+        runs_dir=args.runs_dir,
+        allow_pickle=args.allow_pickle,
         on_progress=_progress_printer(quiet=not sys.stderr.isatty()),
     )
     _print_json(result) if args.json else print(_describe_run(result))

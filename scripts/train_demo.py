@@ -196,8 +196,9 @@ def train_unet(args: argparse.Namespace, scenes: list[shapes.Scene]) -> None:
         for i in index.tolist():
             empty = caption_rng.random() < 0.1
             captions.append("" if empty else shapes.caption_for(scenes[i], caption_rng))
-        ids = tokenizer(captions, padding="max_length", max_length=tokenizer.model_max_length,
-                        truncation=True, return_tensors="pt").input_ids
+        ids = tokenizer(
+            captions, padding="max_length", max_length=tokenizer.model_max_length, truncation=True, return_tensors="pt"
+        ).input_ids
         x0 = latents[index]
         noise = torch.randn(x0.shape, generator=gen)
         t = torch.randint(0, noise_schedule.config.num_train_timesteps, (args.batch,), generator=gen)
@@ -218,9 +219,15 @@ def train_unet(args: argparse.Namespace, scenes: list[shapes.Scene]) -> None:
         smooth = loss.item() if smooth is None else 0.98 * smooth + 0.02 * loss.item()
         bar.set_postfix(loss=f"{smooth:.4f}")
         if (step + 1) % 250 == 0:
-            save_checkpoint(ckpt_path, unet=unet.state_dict(), text=text_encoder.state_dict(),
-                            ema_unet=ema_unet.state_dict(), ema_text=ema_text.state_dict(),
-                            opt=opt.state_dict(), step=step + 1)
+            save_checkpoint(
+                ckpt_path,
+                unet=unet.state_dict(),
+                text=text_encoder.state_dict(),
+                ema_unet=ema_unet.state_dict(),
+                ema_text=ema_text.state_dict(),
+                opt=opt.state_dict(),
+                step=step + 1,
+            )
     save_file(ema_text.state_dict(), args.work / "text_ema.safetensors")
     save_file(ema_unet.state_dict(), final)
 
@@ -246,9 +253,14 @@ def export(args: argparse.Namespace, images: np.ndarray) -> None:
     unet = UNet2DConditionModel(**architecture.unet_config())
     unet.load_state_dict(load_file(args.work / "unet_ema.safetensors"))
     pipe = StableDiffusionPipeline(
-        vae=vae.eval(), text_encoder=text_encoder.eval(), tokenizer=tokenizer, unet=unet.eval(),
+        vae=vae.eval(),
+        text_encoder=text_encoder.eval(),
+        tokenizer=tokenizer,
+        unet=unet.eval(),
         scheduler=DDIMScheduler(**architecture.scheduler_config()),
-        safety_checker=None, feature_extractor=None, requires_safety_checker=False,
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
     )
     args.out.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(args.out, safe_serialization=True)

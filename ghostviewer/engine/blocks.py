@@ -84,7 +84,9 @@ def is_bypassable(module: nn.Module) -> bool:
 
 
 def _is_container(module: nn.Module) -> bool:
-    return isinstance(module, (nn.ModuleList, nn.ModuleDict, nn.Sequential)) and not list(module.parameters(recurse=False))
+    return isinstance(module, (nn.ModuleList, nn.ModuleDict, nn.Sequential)) and not list(
+        module.parameters(recurse=False)
+    )
 
 
 def _is_block(relative: str, module: nn.Module) -> bool:

@@ -21,15 +21,22 @@ from ghostviewer.engine.anomaly import AnomalyDetector
 from ghostviewer.engine.environment import describe_environment
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.faults import make_fault
+from ghostviewer.engine.interventions.attention_capture import (
+    DENOISER_PATTERNS,
+    AttentionCapture,
+    AttentionCaptureConfig,
+)
 from ghostviewer.engine.interventions.base import RunContext, applied
 from ghostviewer.engine.interventions.bypass import Bypass, BypassConfig
+from ghostviewer.engine.interventions.dtype_bridge import DtypeBridge
 from ghostviewer.engine.interventions.probes import PipelineProbes
 from ghostviewer.engine.loading import DEMO_PIPELINE_DIR, LoadedPipeline, describe_source
 from ghostviewer.engine.memory import read_memory, reset_peak
 from ghostviewer.engine.preview import LatentPreview
+from ghostviewer.engine.prompt_tokens import prompt_embeddings, prompt_tokens
 from ghostviewer.engine.schedulers import set_scheduler
 from ghostviewer.engine.settings import RunSettings, resolve_seed, validate
-from ghostviewer.engine.tracing import Tracer, TraceConfig
+from ghostviewer.engine.tracing import TraceConfig, Tracer
 from ghostviewer.engine.verdicts import image_verdict
 from ghostviewer.record import RunWriter, StepInfo
 
@@ -81,8 +88,14 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSettings) -> tuple[Run
     seed, note = resolve_seed(settings.seed)
     scheduler = set_scheduler(loaded.pipe, settings.scheduler)
     size = _native_size(loaded.pipe)
-    resolved = replace(settings, seed=seed, scheduler=scheduler, width=settings.width or size,
-                       height=settings.height or size, device=loaded.device)
+    resolved = replace(
+        settings,
+        seed=seed,
+        scheduler=scheduler,
+        width=settings.width or size,
+        height=settings.height or size,
+        device=loaded.device,
+    )
     return resolved, [note] if note else []
 
 
@@ -91,7 +104,8 @@ def build_interventions(loaded: LoadedPipeline, settings: RunSettings) -> list[A
     bypasses = [Bypass(BypassConfig.parse(spec)) for spec in settings.bypass]
     for bypass in bypasses:
         bypass.check(loaded.pipe)
-    return [*[make_fault(name) for name in settings.faults], *bypasses]
+    bridge = [DtypeBridge()] if DtypeBridge.needed(loaded.pipe) else []
+    return [*bridge, *[make_fault(name) for name in settings.faults], *bypasses]
 
 
 def execute_run(
@@ -125,6 +139,10 @@ def _execute(
     emit = on_progress or (lambda _event: None)
     for note in notes:
         writer.event("settings", note)
+    attention = (
+        [AttentionCapture(AttentionCaptureConfig(patterns=DENOISER_PATTERNS))] if settings.capture_attention else []
+    )
+    _record_prompt(pipe, settings.prompt, writer)
     detector = AnomalyDetector()
     preview = LatentPreview.for_pipeline(pipe, _pipeline_folder(loaded))
     state: dict[str, Any] = {"x0": None, "mark": time.perf_counter(), "mem": read_memory(loaded.device)}
@@ -152,28 +170,51 @@ def _execute(
         x0 = _host(state["x0"]) if state["x0"] is not None else latents
         tensors = {"latents": latents, "x0": x0}
         tensors.update({f"fm/{name}": fmap for name, fmap in harvest.feature_maps.items()})
+        for capture in attention:
+            tensors.update(capture.harvest())
         now, before, after = time.perf_counter(), state["mem"], read_memory(loaded.device)
         sigmas = getattr(pipe.scheduler, "sigmas", None)
         sigma = float(sigmas[index]) if sigmas is not None and index < len(sigmas) else None
-        info = StepInfo(index=index, timestep=float(timestep), sigma=sigma, wall_s=now - state["mark"],
-                        mem_before=before.used, mem_after=after.used, mem_peak=after.peak, mem_kind=after.kind)
+        info = StepInfo(
+            index=index,
+            timestep=float(timestep),
+            sigma=sigma,
+            wall_s=now - state["mark"],
+            mem_before=before.used,
+            mem_after=after.used,
+            mem_peak=after.peak,
+            mem_kind=after.kind,
+        )
         writer.add_step(info, tensors, {"preview": preview(x0)})
         state.update(mark=time.perf_counter(), mem=after, x0=None)
         reset_peak(loaded.device)
-        emit({"event": "step", "run_dir": str(writer.path), "step": index, "steps": settings.steps,
-              "first_anomaly": detector.first})
+        emit(
+            {
+                "event": "step",
+                "run_dir": str(writer.path),
+                "step": index,
+                "steps": settings.steps,
+                "first_anomaly": detector.first,
+            }
+        )
         tracer.step = index + 1
         if cancel is not None and cancel.is_cancelled():
             raise RunCancelled()
         return {}
 
-    ctx = RunContext(pipe=pipe, prompt=settings.prompt, negative_prompt=settings.negative_prompt,
-                     seed=settings.seed, current_step=lambda: tracer.step, record_tensor=tracer.record)
+    ctx = RunContext(
+        pipe=pipe,
+        prompt=settings.prompt,
+        negative_prompt=settings.negative_prompt,
+        seed=settings.seed,
+        current_step=lambda: tracer.step,
+        record_tensor=tracer.record,
+    )
     probes = PipelineProbes(on_x0=on_x0, on_initial=on_initial)
     emit({"event": "started", "run_dir": str(writer.path), "steps": settings.steps})
     started = time.perf_counter()
     try:
-        with torch.inference_mode(), tracer.hooks(), applied([*interventions, probes], ctx):
+        with torch.inference_mode(), tracer.hooks(), applied([*interventions, *attention, probes], ctx):
             for note in ctx.notes:
                 writer.event("fault", note, level="warning")
             tracer.step = 0
@@ -196,8 +237,10 @@ def _execute(
         writer.event("run", "cancelled by the user", level="warning")
         writer.finish("cancelled", time.perf_counter() - started)
         emit({"event": "cancelled", "run_dir": str(writer.path)})
-        return {**_summary(writer.path, settings, None, detector.first, None, time.perf_counter() - started),
-                "status": "cancelled"}
+        return {
+            **_summary(writer.path, settings, None, detector.first, None, time.perf_counter() - started),
+            "status": "cancelled",
+        }
     except GhostError as exc:
         writer.event("run", str(exc), level="error")
         writer.finish("failed", time.perf_counter() - started, error=str(exc))
@@ -220,8 +263,20 @@ def _execute(
     return summary
 
 
-def _summary(run_dir: Path, settings: RunSettings, verdict: dict | None, anomaly: dict | None,
-             image: Path | None, elapsed: float) -> dict[str, Any]:
+def _record_prompt(pipe: Any, prompt: str, writer: RunWriter) -> None:
+    """Token ids, token strings and embeddings of the prompt, before any fault touches the text encoder."""
+    if getattr(pipe, "tokenizer", None) is None or getattr(pipe, "text_encoder", None) is None:
+        return
+    with torch.inference_mode():
+        tokens = prompt_tokens(pipe, prompt)
+        embeddings = prompt_embeddings(pipe, prompt)
+    writer.save_tensors("prompt", {"ids": np.asarray(tokens["ids"], np.int64), **embeddings})
+    writer.event("prompt", f"{len(tokens['ids'])} tokens: {' '.join(tokens.get('labels', tokens['tokens']))}", **tokens)
+
+
+def _summary(
+    run_dir: Path, settings: RunSettings, verdict: dict | None, anomaly: dict | None, image: Path | None, elapsed: float
+) -> dict[str, Any]:
     return {
         "run_dir": str(run_dir),
         "prompt": settings.prompt,

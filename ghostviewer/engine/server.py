@@ -6,7 +6,7 @@ line on stdout; bulk data (tensors, images) goes through the run record on disk,
 Commands (an optional "id" is echoed in every event the command causes):
   {"cmd": "load", "source": "demo", "device": "auto", "dtype": null, "allow_pickle": false}
   {"cmd": "run", "settings": {...RunSettings...}, "runs_dir": "..."}
-  {"cmd": "cancel"}                               handled at once, even while a run is going
+  {"cmd": "cancel", "run": ID}                    at once, even mid-run; "run": that run command's id
   {"cmd": "decode", "run_dir": "...", "step": 3, "tensor": "latents"|"x0"}
   {"cmd": "blocks"}
   {"cmd": "quit"}
@@ -82,7 +82,7 @@ def read_commands(stream: IO[str], commands: queue.Queue[dict[str, Any]], sessio
             emit("error", message=f"bad command line: {exc}", cmd=None)
             continue
         if command["cmd"] == "cancel":
-            session.cancel()
+            session.cancel(command.get("run"))
             continue
         if command["cmd"] == "quit":
             session.cancel()
@@ -98,11 +98,17 @@ class EngineSession:
         self.emit = emit
         self.loaded: Any = None
         self._token: Any = None
+        self._run_id: Any = None  # the id of the run command being executed
+        self._cancelled_early: set[Any] = set()  # run ids cancelled before their command was dequeued
+        self._lock = threading.Lock()
 
-    def cancel(self) -> None:
-        token = self._token
-        if token is not None:
-            token.cancel()
+    def cancel(self, run_id: Any = None) -> None:
+        """Cancel the running run (only if it is `run_id`, when given; a queued one when it comes)."""
+        with self._lock:
+            if self._token is not None and (run_id is None or run_id == self._run_id):
+                self._token.cancel()
+            elif run_id is not None:
+                self._cancelled_early.add(run_id)
 
     def boot(self, threads: int, protocol: int) -> None:
         import torch  # the slow part (seconds): the GUI is already on screen
@@ -112,6 +118,8 @@ class EngineSession:
             torch.set_num_interop_threads(1)
         except RuntimeError:
             pass  # already set by someone
+        import ghostviewer.engine.loading  # noqa: F401 - import everything now: 'ready' means ready
+        import ghostviewer.engine.runner  # noqa: F401
         from ghostviewer.engine.faults import list_faults
         from ghostviewer.engine.schedulers import SCHEDULERS
 
@@ -172,7 +180,11 @@ class EngineSession:
                 ended.append(event["event"])
             self.emit(**{**event, "id": ident})
 
-        self._token = CancelToken()
+        with self._lock:
+            self._token, self._run_id = CancelToken(), ident
+            if ident in self._cancelled_early:
+                self._cancelled_early.discard(ident)
+                self._token.cancel()
         try:
             loaded = self._require_pipeline()
             settings = RunSettings.from_dict(dict(command.get("settings") or {}))
@@ -183,7 +195,8 @@ class EngineSession:
             if not ended:
                 self.emit("failed", id=ident, run_dir=None, error=str(exc))
         finally:
-            self._token = None
+            with self._lock:
+                self._token = self._run_id = None
 
     def _cmd_decode(self, command: dict[str, Any], ident: Any) -> None:
         step, tensor = int(command["step"]), str(command.get("tensor") or "latents")

@@ -27,6 +27,7 @@ class RunSettings:
     capture: tuple[str, ...] = ()
     faults: tuple[str, ...] = ()
     trace_depth: str = "block"
+    capture_attention: bool = False  # cross-attention maps per token and self-attention entropy, every step
     source: str = "demo"
     extra: dict[str, Any] = field(default_factory=dict)
 

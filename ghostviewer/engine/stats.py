@@ -46,8 +46,15 @@ def tensor_stats(x: torch.Tensor) -> torch.Tensor:
     lo, hi = torch.aminmax(xf)
     std, mean = torch.std_mean(xf) if xf.numel() > 1 else (torch.zeros((), device=xf.device), xf.mean())
     return torch.stack(
-        [lo, hi, mean, std, torch.isnan(xf).sum().float(), torch.isinf(xf).sum().float(),
-         torch.tensor(float(xf.numel()), device=xf.device)]
+        [
+            lo,
+            hi,
+            mean,
+            std,
+            torch.isnan(xf).sum().float(),
+            torch.isinf(xf).sum().float(),
+            torch.tensor(float(xf.numel()), device=xf.device),
+        ]
     )
 
 

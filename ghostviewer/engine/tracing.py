@@ -89,8 +89,16 @@ class Tracer:
         call = self._calls.get((path, step), 0)
         self._calls[(path, step)] = call + 1
         self._pending.append(
-            _Pending(path, phase, step, call, self._seq, tuple(tensor.shape),
-                     str(tensor.dtype).removeprefix("torch."), tensor_stats(tensor))
+            _Pending(
+                path,
+                phase,
+                step,
+                call,
+                self._seq,
+                tuple(tensor.shape),
+                str(tensor.dtype).removeprefix("torch."),
+                tensor_stats(tensor),
+            )
         )
         self._seq += 1
         if self.wants_capture(path):
@@ -128,8 +136,21 @@ class Tracer:
         rows = []
         for p, (lo, hi, mean, std, nans, infs, _numel) in zip(pending, values):
             rows.append(
-                StatRow(phase=p.phase, step=p.step, module=p.path, call=p.call, seq=p.seq, shape=p.shape,
-                        dtype=p.dtype, min=lo, max=hi, mean=mean, std=std, absmax=absmax(lo, hi),
-                        nan_count=int(nans), inf_count=int(infs))
+                StatRow(
+                    phase=p.phase,
+                    step=p.step,
+                    module=p.path,
+                    call=p.call,
+                    seq=p.seq,
+                    shape=p.shape,
+                    dtype=p.dtype,
+                    min=lo,
+                    max=hi,
+                    mean=mean,
+                    std=std,
+                    absmax=absmax(lo, hi),
+                    nan_count=int(nans),
+                    inf_count=int(infs),
+                )
             )
         return StepHarvest(rows, maps)

@@ -14,7 +14,9 @@ import torch
 from ghostviewer.engine.interventions.base import AttributePatch, RunContext
 
 
-def _x0_from_model_output(scheduler: Any, model_output: torch.Tensor, timestep: Any, sample: torch.Tensor) -> torch.Tensor | None:
+def _x0_from_model_output(
+    scheduler: Any, model_output: torch.Tensor, timestep: Any, sample: torch.Tensor
+) -> torch.Tensor | None:
     """Predicted clean latents for schedulers that do not return them (DDPM-style alphas_cumprod schedules)."""
     alphas = getattr(scheduler, "alphas_cumprod", None)
     if alphas is None:
@@ -53,7 +55,9 @@ class PipelineProbes:
             self._on_initial(tensor)
             return latents
 
-        def probed_step(model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        def probed_step(
+            model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any
+        ) -> Any:
             ctx.record_tensor("pipeline.noise_pred", model_output, phase="denoise")
             out = step(model_output, timestep, sample, *args, **kwargs)
             x0 = getattr(out, "pred_original_sample", None)

@@ -8,7 +8,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 MAX_RANDOM_SEED = 2**32 - 1
-FIELDS = ("prompt", "negative", "seed", "seed_locked", "steps", "guidance", "width", "height", "scheduler")
+FIELDS = ("prompt", "negative", "seed", "seed_locked", "steps", "guidance", "width", "height", "scheduler",
+          "fault")
 
 
 class PromptModel(QObject):
@@ -25,6 +26,7 @@ class PromptModel(QObject):
         self.width = 0  # 0: the pipeline's native size
         self.height = 0
         self.scheduler = ""  # "": the pipeline's own
+        self.fault = ""  # a ghost-lab fault preset to inject ("": none)
         self._rng = random.SystemRandom()
 
     def update(self, **values: Any) -> None:
@@ -58,6 +60,7 @@ class PromptModel(QObject):
             "device": device,
             "dtype": dtype or None,
             "source": source,
+            "faults": [self.fault] if self.fault else [],
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,6 +35,7 @@ class TimelineModel(QObject):
         self.steps: list[StepInfo] = []
         self.step = -1
         self.status = ""
+        self.settings: dict = {}  # the shown run's recorded settings (read once)
         self._play = QTimer(self)
         self._play.setInterval(PLAY_INTERVAL_MS)
         self._play.timeout.connect(self._advance)
@@ -55,6 +56,7 @@ class TimelineModel(QObject):
         self.record, self.live, self.engine_died = record, live, False
         self.steps = record.steps()
         self.status = record.status
+        self.settings = record.settings
         self.step = len(self.steps) - 1
         self.runChanged.emit()
         self.stepsChanged.emit(len(self.steps))
@@ -63,7 +65,7 @@ class TimelineModel(QObject):
 
     def close_run(self) -> None:
         self.stop()
-        self.record, self.live, self.steps, self.step, self.status = None, False, [], -1, ""
+        self.record, self.live, self.steps, self.step, self.status, self.settings = None, False, [], -1, "", {}
         self.runChanged.emit()
         self.stepsChanged.emit(0)
         self.stepChanged.emit(-1)
@@ -150,7 +152,7 @@ class TimelineModel(QObject):
         record = self.record
         if record is None:
             return Badge("no run", "none")
-        total = record.settings.get("steps") or "?"
+        total = self.settings.get("steps") or "?"
         if self.status == "running":
             if self.live:
                 return Badge(f"running · {self.count}/{total}", "running")

@@ -1,0 +1,150 @@
+"""How responsive is the window? Two figures, printed at the end:
+
+- launch: seconds from starting the GUI process to the window's first paint (goal ≤ 1.5 s);
+- stall: the longest event-loop gap (a 1 ms QTimer measures the gaps) while a 20-step demo run updates the
+  window every step — timeline following the live run, latent images, previews, plot (goal ≤ 30 ms).
+
+    python benchmarks/gui_stall.py [--steps 20] [--runs 3]
+
+Offscreen unless DISPLAY is set. Runs go to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+LAUNCH_GOAL_S, STALL_GOAL_MS = 1.5, 30.0
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    """Run the real event loop (not processEvents) until predicate() or the timeout."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop, poll = QEventLoop(), QTimer()
+    poll.setInterval(5)
+    poll.timeout.connect(lambda: loop.quit() if predicate() else None)
+    deadline = QTimer(singleShot=True)
+    deadline.timeout.connect(loop.quit)
+    poll.start()
+    deadline.start(int(timeout_s * 1000))
+    if not predicate():
+        loop.exec()
+    poll.stop()
+    return predicate()
+
+
+def measure_run(state) -> dict:  # noqa: ANN001 - AppState
+    """Queue one run and record every gap between 1 ms timer ticks until it ends."""
+    from PySide6.QtCore import Qt, QTimer
+
+    gaps: list[float] = []
+    last = [time.perf_counter()]
+    updates = [0]
+
+    def tick() -> None:
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    def on_steps(_count: int) -> None:
+        updates[0] += 1
+
+    state.timeline.stepsChanged.connect(on_steps)
+    timer = QTimer()
+    timer.setTimerType(Qt.TimerType.PreciseTimer)
+    timer.setInterval(1)
+    timer.timeout.connect(tick)
+    started = time.perf_counter()
+    timer.start()
+    job = state.controller.queue_run()
+    _wait(lambda: job.finished, 120)
+    timer.stop()
+    state.timeline.stepsChanged.disconnect(on_steps)
+    ordered = sorted(gaps) or [0.0]
+    return {"status": job.status, "max_gap_ms": round(1000 * ordered[-1], 1),
+            "p99_gap_ms": round(1000 * ordered[int(0.99 * (len(ordered) - 1))], 1),
+            "window_updates": updates[0], "run_s": round(time.perf_counter() - started, 2)}
+
+
+def child(t0: float, workdir: Path, steps: int, runs: int) -> dict:
+    from PySide6.QtCore import QEvent, QObject
+
+    from ghostviewer.gui.app import application, create_window
+    from ghostviewer.gui.app_settings import AppSettings
+
+    class FirstPaint(QObject):
+        at: float | None = None
+
+        def eventFilter(self, _obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+            if self.at is None and event.type() in (QEvent.Type.Paint, QEvent.Type.Expose):
+                self.at = time.time()
+            return False
+
+    app = application()
+    window = create_window(AppSettings(workdir / "settings.ini"), dialogs=False)
+    window.state.history.set_runs_dir(workdir / "runs")
+    spy = FirstPaint()
+    window.installEventFilter(spy)
+    window.show()
+    _wait(lambda: spy.at is not None, 10)
+    launch_s = (spy.at or time.time()) - t0
+    state = window.state
+    state.controller.start_engine()
+    if not _wait(lambda: state.pipeline.status == "loaded", 180):
+        return {"launch_s": launch_s, "error": f"pipeline not loaded: {state.pipeline.describe()}"}
+    state.prompt.update(prompt="a red circle on a blue background", steps=steps, seed_locked=False)
+    results = [measure_run(state) for _ in range(runs)]
+    state.controller.shutdown()
+    window.close()
+    app.processEvents()
+    return {"launch_s": round(launch_s, 3), "runs": results}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="GUI responsiveness: launch time and event-loop stalls")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3, help="measured runs (the first one warms up)")
+    parser.add_argument("--child", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print("RESULT " + json.dumps(child(args.child, args.workdir, args.steps, args.runs)), flush=True)
+        return 0
+    workdir = Path(tempfile.mkdtemp(prefix="ghostviewer-bench-"))
+    env = dict(os.environ)
+    if not env.get("DISPLAY"):
+        env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    try:
+        t0 = time.time()
+        done = subprocess.run([sys.executable, __file__, "--child", repr(t0), "--workdir", str(workdir),
+                               "--steps", str(args.steps), "--runs", str(args.runs)],
+                              capture_output=True, text=True, env=env, timeout=600)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        print(done.stdout + done.stderr, file=sys.stderr)
+        return 1
+    result = json.loads(line[len("RESULT "):])
+    print(json.dumps(result, indent=2))
+    launch = result["launch_s"]
+    print(f"launch to visible window: {launch:.2f} s (goal ≤ {LAUNCH_GOAL_S} s)")
+    measured = result.get("runs", [])[1:] or result.get("runs", [])
+    if measured:
+        worst = max(r["max_gap_ms"] for r in measured)
+        print(f"longest event-loop gap during a {args.steps}-step run: {worst:.1f} ms (goal ≤ {STALL_GOAL_MS} ms;"
+              f" warm runs, window updated {measured[-1]['window_updates']} times per run)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

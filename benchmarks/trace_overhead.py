@@ -1,0 +1,85 @@
+#!/usr/bin/env python
+"""Tracing overhead on the demo pipeline, measured side by side in one process (this machine is noisy).
+
+Interleaves untraced runs (plain diffusers call), block-depth tracing, leaf-depth tracing and block depth with
+feature-map captures, round-robin, and prints median times and ratios to untraced; plus bytes recorded per
+step without feature maps. Goals: block depth ≤ 1.15×, ≤ 64 KiB per step.
+
+Usage: python benchmarks/trace_overhead.py [--rounds 7] [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from ghostviewer.engine.loading import load_pipeline
+from ghostviewer.engine.runner import execute_run
+from ghostviewer.engine.settings import RunSettings
+from ghostviewer.record import RunRecord
+
+PROMPT = "a red circle on a blue background, top left"
+
+
+def untraced(loaded, steps: int) -> float:
+    started = time.perf_counter()
+    loaded.pipe(PROMPT, num_inference_steps=steps, generator=torch.Generator().manual_seed(0), output_type="np")
+    return time.perf_counter() - started
+
+
+def traced(loaded, steps: int, runs: Path, **kwargs) -> tuple[float, Path]:
+    started = time.perf_counter()
+    result = execute_run(loaded, RunSettings(prompt=PROMPT, steps=steps, **kwargs), runs)
+    return time.perf_counter() - started, Path(result["run_dir"])
+
+
+def run_bytes(run_dir: Path) -> int:
+    return sum(f.stat().st_size for f in run_dir.rglob("*") if f.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args()
+    loaded = load_pipeline("demo", device="cpu")
+    variants = {
+        "untraced": lambda runs: (untraced(loaded, args.steps), None),
+        "block depth": lambda runs: traced(loaded, args.steps, runs),
+        "leaf depth": lambda runs: traced(loaded, args.steps, runs, trace_depth="leaf"),
+        "block + captures": lambda runs: traced(
+            loaded, args.steps, runs, capture=("unet.mid_block", "unet.up_blocks.*")
+        ),
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    sizes: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(tmp)
+        for variant in variants.values():  # warm-up
+            variant(runs)
+        for _ in range(args.rounds):
+            for name, variant in variants.items():
+                elapsed, run_dir = variant(runs)
+                times[name].append(elapsed)
+                if run_dir is not None:
+                    sizes[name] = run_bytes(run_dir)
+        base = statistics.median(times["untraced"])
+        threads = torch.get_num_threads()
+        print(f"demo pipeline, {args.steps} steps, {args.rounds} interleaved rounds, torch threads {threads}")
+        for name, values in times.items():
+            median = statistics.median(values)
+            print(f"  {name:<18} median {median * 1000:7.1f} ms   ratio {median / base:5.2f}x")
+        record = RunRecord(next(p for p in runs.iterdir()))
+        rows_per_step = len(record.stats(phase="denoise", step=1))
+        for name, size in sizes.items():
+            print(f"  {name:<18} {size / args.steps / 1024:6.1f} KiB recorded per step (whole run / steps)")
+        print(f"  stats rows per step at block depth: {rows_per_step}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""The prompt as the pipeline sees it: its tokens and ids, and their embeddings before and after the text encoder.
+
+Cross-attention maps have one channel per key position of the padded sequence (`padded_length`); the first
+`len(ids)` are the prompt's own tokens (BOS ... EOS), the rest are padding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ghostviewer.engine.errors import GhostError
+
+
+def _tokenizer(pipe: Any) -> Any:
+    tokenizer = getattr(pipe, "tokenizer", None)
+    if tokenizer is None:
+        raise GhostError("this pipeline has no tokenizer, so its prompt has no tokens to show")
+    return tokenizer
+
+
+def _padded_ids(tokenizer: Any, prompt: str) -> tuple[list[int], int]:
+    """The ids exactly as the pipeline encodes them (padded to max length), and the prompt's own length."""
+    ids = tokenizer(prompt, padding="max_length", max_length=tokenizer.model_max_length, truncation=True).input_ids
+    eos = tokenizer.eos_token_id
+    length = ids.index(eos) + 1 if eos in ids else len(ids)  # padding starts after the first EOS
+    return list(ids), length
+
+
+def prompt_tokens(pipe: Any, prompt: str) -> dict[str, Any]:
+    """`ids` and `tokens` from BOS to EOS (padding stripped), `labels` for display, `words` between them."""
+    tokenizer = _tokenizer(pipe)
+    padded, length = _padded_ids(tokenizer, prompt)
+    ids = padded[:length]
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    labels = [tokenizer.decode([i]).strip() or token for i, token in zip(ids, tokens)]  # "red</w>" -> "red"
+    return {
+        "ids": ids,
+        "tokens": tokens,
+        "labels": labels,
+        "words": max(0, length - 2),
+        "padded_length": len(padded),
+    }
+
+
+@torch.inference_mode()
+def prompt_embeddings(pipe: Any, prompt: str) -> dict[str, np.ndarray]:
+    """`input_embeddings` (the token table's rows) and `last_hidden_state` for the prompt's tokens, float32
+    `(tokens, dim)`. The encoder runs on the padded sequence, as in the pipeline."""
+    tokenizer = _tokenizer(pipe)
+    encoder = getattr(pipe, "text_encoder", None)
+    if encoder is None:
+        raise GhostError("this pipeline has no text encoder, so its prompt has no embeddings to show")
+    padded, length = _padded_ids(tokenizer, prompt)
+    ids = torch.tensor([padded], device=encoder.device)
+    table = encoder.get_input_embeddings()(ids)[0, :length]
+    hidden = encoder(ids)[0][0, :length]
+    return {
+        "input_embeddings": table.float().cpu().numpy(),
+        "last_hidden_state": hidden.float().cpu().numpy(),
+    }

@@ -1,0 +1,57 @@
+"""`ghostviewer` / `ghostviewer gui [PATH]`: the desktop app. The window is on screen before the engine
+process has even started importing torch; this process never imports torch at all."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from ghostviewer.gui.app_settings import AppSettings
+from ghostviewer.gui.app_state import build_state
+from ghostviewer.gui.engine_client import EngineClient
+from ghostviewer.gui.log_bridge import install_logging
+from ghostviewer.gui.main_window import MainWindow
+from ghostviewer.paths import log_dir
+
+
+def application() -> QApplication:
+    app = QApplication.instance()
+    if not isinstance(app, QApplication):
+        app = QApplication([sys.argv[0] if sys.argv else "ghostviewer"])
+    app.setApplicationName("GhostViewer")
+    app.setOrganizationName("ghostviewer")
+    return app
+
+
+def create_window(settings: AppSettings | None = None, dialogs: bool = True, log_file: Path | None = None,
+                  engine: EngineClient | None = None) -> MainWindow:
+    """A wired window (engine not started yet: call `window.state.controller.start_engine()` after show)."""
+    handler = install_logging(log_file)
+    window = MainWindow(build_state(settings, engine=engine, dialogs=dialogs))
+    handler.bridge.sigRecord.connect(window.log_panel.append_record)
+    handler.bridge.setParent(window)  # lives as long as the window
+    return window
+
+
+def main(path: str | None = None) -> int:
+    app = application()
+    try:
+        log_file: Path | None = log_dir() / "ghostviewer-gui.log"
+    except OSError:
+        log_file = None
+    window = create_window(log_file=log_file)
+    state = window.state
+    state.reporter.install_excepthook()
+    window.show()
+    QTimer.singleShot(0, state.controller.start_engine)  # after show(): torch loads while the window is up
+    QTimer.singleShot(0, state.history.refresh)
+    if path:
+        QTimer.singleShot(0, lambda: state.opener.open_path(path))
+    return int(app.exec())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else None))

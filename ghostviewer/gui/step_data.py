@@ -1,0 +1,103 @@
+"""What the image views show for one step, read from the record, and the numpy needed to colour it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from ghostviewer.record import RecordError, RunRecord
+
+NON_FINITE_RGBA = (255, 0, 255, 255)  # magenta: NaN and Inf are never mistaken for data
+GAP_RGBA = (40, 40, 40, 255)
+
+
+@dataclass(frozen=True)
+class StepView:
+    step: int
+    latents: np.ndarray | None  # (C, H, W)
+    x0: np.ndarray | None
+    x0_preview: np.ndarray | None  # (H, W, 3) uint8: the cheap linear preview recorded with the step
+    latents_preview: np.ndarray | None  # the noisy latents' cheap preview (recorded, else from channels)
+    decoded: np.ndarray | None  # a full VAE decode of this step, when one was asked for
+
+
+def read_rgb(path: Path | None) -> np.ndarray | None:
+    if path is None:
+        return None
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGB"))
+    except OSError:
+        return None
+
+
+def load_step_view(record: RunRecord, step: int, look_for_decode: bool = True) -> StepView:
+    """Two queries (tensors, file list) and the files; look_for_decode=False skips the on-demand decode
+    (none exists while the engine is still writing the run)."""
+    try:
+        tensors = record.step_tensors(step)
+        images = {f["name"]: f["relpath"] for f in record.files() if f["kind"] == "image"}
+    except RecordError:
+        tensors, images = {}, {}
+
+    def recorded(name: str) -> np.ndarray | None:
+        relpath = images.get(f"step_{step:04d}_{name}")
+        if relpath is None:
+            return None
+        path = (record.path / relpath).resolve()
+        return read_rgb(path) if path.is_relative_to(record.path.resolve()) else None
+
+    latents, x0 = tensors.get("latents"), tensors.get("x0")
+    latents_preview = recorded("latents_preview")
+    if latents_preview is None and latents is not None:
+        latents_preview = channels_rgb(latents)
+    decoded = read_rgb(record.step_image_path(step, "decoded")) if look_for_decode else None
+    return StepView(step, latents, x0, recorded("preview"), latents_preview, decoded)
+
+
+def channels_rgb(latents: np.ndarray) -> np.ndarray:
+    """A stand-in RGB preview: the first three channels, each stretched to mean ± 2.5 std; NaN magenta."""
+    z = np.asarray(latents, np.float32)
+    channels = z[:3] if z.shape[0] >= 3 else np.repeat(z[:1], 3, axis=0)
+    bad = ~np.isfinite(channels).all(axis=0)
+    out = np.empty(channels.shape[1:] + (3,), np.uint8)
+    for i, channel in enumerate(channels):
+        finite = channel[np.isfinite(channel)]
+        mean, std = (float(finite.mean()), float(finite.std())) if finite.size else (0.5, 0.2)
+        lo, hi = mean - 2.5 * std, mean + 2.5 * std
+        scaled = (np.nan_to_num(channel, nan=lo, posinf=hi, neginf=lo) - lo) / max(hi - lo, 1e-6)
+        out[..., i] = (np.clip(scaled, 0, 1) * 255).round().astype(np.uint8)
+    out[bad] = NON_FINITE_RGBA[:3]
+    return out
+
+
+def channel_mosaic(latents: np.ndarray, lut: np.ndarray, gap: int = 1) -> tuple[np.ndarray, float]:
+    """(C, H, W) → an RGBA grid of colour-mapped channels on one symmetric scale ±limit; returns (image, limit).
+
+    lut: (N, 3|4) uint8 diverging colour map; its middle is zero. NaN and Inf show magenta.
+    """
+    z = np.asarray(latents, np.float32)
+    if z.ndim == 2:
+        z = z[None]
+    count, height, width = z.shape[0], z.shape[-2], z.shape[-1]
+    cols = math.ceil(math.sqrt(count))
+    rows = math.ceil(count / cols)
+    finite = z[np.isfinite(z)]
+    limit = float(np.abs(finite).max()) if finite.size else 1.0
+    limit = limit if limit > 0 else 1.0
+    index = np.clip(((np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0) / limit + 1.0) / 2.0)
+                    * (len(lut) - 1), 0, len(lut) - 1).round().astype(np.intp)
+    table = lut if lut.shape[1] == 4 else np.concatenate([lut, np.full((len(lut), 1), 255, np.uint8)], axis=1)
+    coloured = table[index]  # (C, H, W, 4)
+    coloured[~np.isfinite(z)] = NON_FINITE_RGBA
+    mosaic = np.empty((rows * height + (rows - 1) * gap, cols * width + (cols - 1) * gap, 4), np.uint8)
+    mosaic[:] = GAP_RGBA
+    for c in range(count):
+        r, k = divmod(c, cols)
+        top, left = r * (height + gap), k * (width + gap)
+        mosaic[top:top + height, left:left + width] = coloured[c]
+    return mosaic, limit

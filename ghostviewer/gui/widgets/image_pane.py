@@ -1,0 +1,37 @@
+"""One titled image view (pyqtgraph ImageItem in an aspect-locked ViewBox); RGB(A) uint8 images."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QWidget
+
+pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
+BACKGROUND = "#202124"
+
+
+class ImagePane(pg.GraphicsLayoutWidget):
+    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setBackground(BACKGROUND)
+        self.default_title = title
+        self.title = self.addLabel(title, row=0, col=0, size="9pt")
+        self.view = self.addViewBox(row=1, col=0, lockAspect=True, invertY=True, enableMouse=False)
+        self.view.setMenuEnabled(False)
+        self.view.setDefaultPadding(0.02)
+        self.item = pg.ImageItem()
+        self.view.addItem(self.item)
+        self.ci.layout.setContentsMargins(2, 2, 2, 2)
+
+    @property
+    def image(self) -> np.ndarray | None:
+        return self.item.image
+
+    def set_image(self, image: np.ndarray | None, title: str | None = None) -> None:
+        if image is None:
+            self.item.clear()
+        else:
+            self.item.setImage(image, autoLevels=False, levels=(0, 255))
+        title = title or self.default_title
+        if title != self.title.text:
+            self.title.setText(title)

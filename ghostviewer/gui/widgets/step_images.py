@@ -1,0 +1,84 @@
+"""The images of the selected step: latent channels (colour-mapped), the cheap previews of x_t and of the
+predicted x0, a full VAE decode when asked for, and the final image. Bound to TimelineModel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QGridLayout, QWidget
+
+from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.gui.step_data import channel_mosaic, load_step_view, read_rgb
+from ghostviewer.gui.widgets.image_pane import ImagePane
+from ghostviewer.record import RecordError
+
+PANES = ("latents", "x_t preview", "predicted x₀", "VAE decode", "final image")
+# (row, column, rowspan): latents large on the left, the four RGB views in a 2×2 grid beside it
+PLACES = {"latents": (0, 0, 2), "x_t preview": (0, 1, 1), "predicted x₀": (0, 2, 1), "VAE decode": (1, 1, 1),
+          "final image": (1, 2, 1)}
+LATENT_COLORMAP = "CET-D1"
+
+
+class StepImages(QWidget):
+    def __init__(self, model: TimelineModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.lut = pg.colormap.get(LATENT_COLORMAP).getLookupTable(nPts=256, alpha=False)
+        self.panes = {name: ImagePane(name) for name in PANES}
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setSpacing(1)
+        for name, (row, col, span) in PLACES.items():
+            grid.addWidget(self.panes[name], row, col, span, 1)
+        grid.setColumnStretch(0, 2)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(2, 1)
+        self._final_path: str | None = None
+        model.runChanged.connect(self.refresh)
+        model.stepChanged.connect(lambda _step: self._show_step())
+        model.statusChanged.connect(self._show_final)
+        model.decodedChanged.connect(lambda step: self._show_step() if step == model.step else None)
+        self.refresh()
+
+    @property
+    def items(self) -> dict[str, pg.ImageItem]:
+        return {name: pane.item for name, pane in self.panes.items()}
+
+    def refresh(self) -> None:
+        self._final_path = None
+        self._show_final()
+        self._show_step()
+
+    def _set(self, name: str, image: np.ndarray | None, title: str | None = None) -> None:
+        self.panes[name].set_image(image, title)
+
+    def _show_step(self) -> None:
+        record, step = self.model.record, self.model.step
+        if record is None or step < 0:
+            for name in PANES[:4]:
+                self._set(name, None)
+            return
+        try:
+            view = load_step_view(record, step, look_for_decode=not self.model.live)
+        except RecordError:
+            return
+        if view.latents is not None:
+            mosaic, limit = channel_mosaic(view.latents, self.lut)
+            self._set("latents", mosaic, f"latents · {view.latents.shape[0]} ch · ±{limit:.3g}")
+        else:
+            self._set("latents", None)
+        self._set("x_t preview", view.latents_preview)
+        self._set("predicted x₀", view.x0_preview)
+        self._set("VAE decode", view.decoded,
+                  f"VAE decode · step {step + 1}" if view.decoded is not None else "VAE decode (none yet)")
+
+    def _show_final(self) -> None:
+        record = self.model.record
+        path = None if record is None else record.image_path("final")
+        if str(path) == self._final_path and path is not None:
+            return
+        self._final_path = None if path is None else str(path)
+        image = read_rgb(path)
+        status = "" if record is None else record.status
+        self._set("final image", image, "final image" if image is not None or status != "running"
+                  else "final image (pending)")

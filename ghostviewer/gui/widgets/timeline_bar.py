@@ -1,0 +1,92 @@
+"""The scrub bar under the images: play/pause, the step slider, the step's numbers, the verdict badge, and
+the decode and replay buttons. Bound to TimelineModel both ways."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSlider, QToolButton, QWidget
+
+from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.gui.replay_check import describe_divergence
+from ghostviewer.gui.widgets.verdict_badge import VerdictBadge
+
+
+class TimelineBar(QWidget):
+    decodeRequested = Signal()
+    replayRequested = Signal()
+
+    def __init__(self, model: TimelineModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.play = QToolButton(text="▶", checkable=True, toolTip="Play / pause (Space)")
+        self.slider = QSlider(Qt.Orientation.Horizontal, minimum=0, maximum=0, pageStep=5)
+        self.slider.setToolTip("Denoising step (← / →)")
+        self.step_label = QLabel("no run")
+        self.step_label.setMinimumWidth(170)
+        self.badge = VerdictBadge()
+        self.decode = QToolButton(text="Decode step", toolTip="Full VAE decode of this step's latents (engine)")
+        self.replay = QToolButton(text="Replay seed", toolTip="Re-run with exactly the recorded settings (Ctrl+R)")
+        self.replay_result = QLabel()
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 2, 4, 2)
+        for widget in (self.play, self.slider, self.step_label, self.badge, self.decode, self.replay,
+                       self.replay_result):
+            layout.addWidget(widget, 1 if widget is self.slider else 0)
+        self.play.clicked.connect(lambda _checked: model.toggle_play())
+        self.slider.valueChanged.connect(model.set_step)
+        self.decode.clicked.connect(self.decodeRequested)
+        self.replay.clicked.connect(self.replayRequested)
+        model.runChanged.connect(self._on_run)
+        model.stepsChanged.connect(self._on_steps)
+        model.stepChanged.connect(self._on_step)
+        model.playingChanged.connect(self._on_playing)
+        model.statusChanged.connect(lambda: self.badge.show_badge(model.badge()))
+        self._on_run()
+
+    def _on_run(self) -> None:
+        self.replay_result.clear()
+        self._on_steps(self.model.count)
+        self._on_step(self.model.step)
+        self.badge.show_badge(self.model.badge())
+
+    def _on_steps(self, count: int) -> None:
+        self.slider.blockSignals(True)
+        self.slider.setMaximum(max(count - 1, 0))
+        self.slider.blockSignals(False)
+        self.slider.setEnabled(count > 0)
+        self.decode.setEnabled(count > 0)
+        self.replay.setEnabled(self.model.record is not None)
+        self.badge.show_badge(self.model.badge())
+        self._on_step(self.model.step)
+
+    def _on_step(self, step: int) -> None:
+        self.slider.blockSignals(True)
+        self.slider.setValue(max(step, 0))
+        self.slider.blockSignals(False)
+        info = self.model.step_info()
+        if info is None:
+            self.step_label.setText("no steps recorded" if self.model.record is not None else "no run")
+            return
+        total = self.model.settings.get("steps", "?")
+        sigma = "" if info.sigma is None else f" σ={info.sigma:.3g}"
+        timestep = "" if info.timestep is None else f" t={info.timestep:.0f}"
+        self.step_label.setText(f"step {info.index + 1}/{total}{timestep}{sigma} · {info.wall_s * 1000:.0f} ms")
+
+    def _on_playing(self, playing: bool) -> None:
+        self.play.setChecked(playing)
+        self.play.setText("⏸" if playing else "▶")
+
+    def show_replay(self, result: dict[str, Any]) -> None:
+        reproduced = result.get("reproduced")
+        if reproduced is None:
+            text, colour = "replay did not finish", "#757575"
+        elif reproduced:
+            text, colour = f"seed {result.get('seed')}: reproduced ✓", "#2e7d32"
+        else:
+            where = describe_divergence(result.get("first_divergence") or {})
+            text, colour = f"seed {result.get('seed')}: NOT reproduced ✗ ({where})", "#c62828"
+        self.replay_result.setText(f"<b style='color:{colour}'>{text}</b>")
+        self.replay_result.setToolTip(f"original: {result.get('original')}\nreplay: {result.get('replay')}")

@@ -1,0 +1,36 @@
+"""The verdict of the shown run as a coloured badge (or its state: running, incomplete, cancelled...)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+
+from ghostviewer.gui.models.timeline_model import Badge
+
+COLOURS = {
+    "none": ("#9e9e9e", "#ffffff"), "running": ("#1565c0", "#ffffff"), "ok": ("#2e7d32", "#ffffff"),
+    "bad": ("#c62828", "#ffffff"), "cancelled": ("#616161", "#ffffff"), "failed": ("#b71c1c", "#ffffff"),
+    "incomplete": ("#ef6c00", "#ffffff"),
+}
+
+
+class VerdictBadge(QLabel):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setMinimumWidth(110)
+        self.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Fixed)
+        self.kind = "none"
+        self._shown: Badge | None = None
+        self.show_badge(Badge("no run", "none"))
+
+    def show_badge(self, badge: Badge) -> None:
+        if badge == self._shown:
+            return  # restyling costs more than a step's worth of drawing
+        self._shown = badge
+        background, foreground = COLOURS.get(badge.kind, COLOURS["none"])
+        self.kind = badge.kind
+        self.setText(badge.text)
+        self.setToolTip(badge.tooltip)
+        self.setStyleSheet(f"QLabel {{ background: {background}; color: {foreground}; border-radius: 8px;"
+                           " padding: 2px 10px; font-weight: bold; }")

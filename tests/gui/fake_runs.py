@@ -1,0 +1,58 @@
+"""Synthetic runs written through the real RunWriter (no torch): for GUI tests that need no engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ghostviewer.record import RunWriter, StatRow, StepInfo
+
+MODULES = ["unet.conv_in", "unet.down_blocks.0", "unet.mid_block", "unet.up_blocks.0", "unet.conv_out"]
+
+
+def write_fake_run(runs_dir: Path, steps: int = 5, seed: int = 7, finish: str | None = "done",
+                   run_id: str | None = None, nan_at: int | None = None, settings: dict | None = None,
+                   on_step: Callable[[Path, int], None] | None = None,
+                   should_stop: Callable[[], bool] | None = None) -> Path:
+    """A run of `steps` steps with latents, x0, previews and stats; finish=None leaves it 'running' (killed).
+
+    on_step(run_dir, step) is called after each committed step; should_stop() → the run ends 'cancelled'.
+    """
+    settings = settings or {"prompt": f"a red circle on a blue background #{seed}", "seed": seed, "steps": steps,
+                            "guidance": 7.5, "source": "demo", "device": "cpu"}
+    writer = RunWriter.create(runs_dir, settings, {"device": "cpu"}, run_id=run_id)
+    rng = np.random.default_rng(seed)
+    latents = rng.standard_normal((4, 16, 16)).astype(np.float32)
+    seq = 0
+    for step in range(steps):
+        latents = latents * 0.8
+        if nan_at is not None and step >= nan_at:
+            latents[0, :4, :4] = np.nan
+        rows = []
+        for i, module in enumerate(MODULES):
+            value = float(np.nanmax(np.abs(latents))) * (i + 1)
+            rows.append(StatRow("denoise", step, module, 0, seq, (1, 4, 16, 16), "float32", -value, value,
+                                0.0, value / 3, value, 0, 0))
+            seq += 1
+        writer.add_stats(rows)
+        preview = (np.clip(np.nan_to_num(latents[:3]).transpose(1, 2, 0) / 4 + 0.5, 0, 1) * 255).astype(np.uint8)
+        info = StepInfo(step, 999.0 - step * 50, None, 0.01, 1, 1, None, "rss")
+        writer.add_step(info, {"latents": latents, "x0": latents * 0.5}, {"preview": preview})
+        if on_step is not None:
+            on_step(writer.path, step)
+        if should_stop is not None and should_stop():
+            finish = "cancelled"
+            break
+    if finish is None:
+        writer.conn.close()  # as if the process died: status stays 'running'
+        return writer.path
+    if finish == "done":
+        image = np.zeros((64, 64, 3), np.float32)
+        image[..., 2] = 1.0
+        image[16:48, 16:48, 0] = 1.0
+        writer.save_image("final", image)
+        writer.set_verdict({"label": "ok", "scores": {"std": 0.3}}, None)
+    writer.finish(finish, 0.5)
+    return writer.path

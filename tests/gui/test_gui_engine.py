@@ -1,0 +1,135 @@
+"""The window driving REAL runs of the demo pipeline through the real engine process: queue, scrub, replay,
+decode, cancel, reopen from the history, and the engine killed mid-run. One window and engine for the module
+(torch loads once); the tests run in file order."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ghostviewer.gui.app_settings import AppSettings
+
+DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo-pipeline" / "model_index.json"
+pytestmark = pytest.mark.skipif(not DEMO.is_file(), reason="the demo pipeline is not built (resources/)")
+RUN_TIMEOUT_MS = 90_000
+
+
+@pytest.fixture(scope="module")
+def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+    from ghostviewer.gui.app import create_window
+
+    root = tmp_path_factory.mktemp("gui-engine")
+    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
+    window.state.history.set_runs_dir(root / "runs")
+    window.show()
+    window.state.controller.start_engine()  # after show(), as app.main does
+    window.started_before_ready = window.state.engine.state == "starting"  # type: ignore[attr-defined]
+    yield window
+    window.state.controller.shutdown()
+    window.close()
+
+
+def _run(qtbot, win, **prompt) -> object:  # noqa: ANN001
+    win.state.prompt.update(**prompt)
+    win.actions.run.trigger()
+    job = win.state.queue.jobs()[-1]
+    qtbot.waitUntil(lambda: job.finished, timeout=RUN_TIMEOUT_MS)
+    return job
+
+
+def test_window_is_up_before_the_engine(win, qtbot) -> None:  # noqa: ANN001
+    assert win.isVisible() and win.started_before_ready
+    qtbot.waitUntil(lambda: win.state.pipeline.status == "loaded", timeout=RUN_TIMEOUT_MS)
+    assert "StableDiffusionPipeline" in win.pipeline_panel.status.text()
+
+
+def test_queue_a_run_and_watch_it(win, qtbot) -> None:  # noqa: ANN001
+    job = _run(qtbot, win, prompt="a red circle on a blue background", seed=7, seed_locked=True, steps=20)
+    state = win.state
+    assert job.status == "done", job.error
+    assert state.timeline.run_dir == job.run_dir and state.timeline.count == 20
+    assert win.timeline_bar.badge.kind in ("ok", "bad") and win.timeline_bar.badge.text() == job.verdict
+    assert win.step_images.items["final image"].image is not None
+    assert win.step_images.items["latents"].image is not None
+    qtbot.waitUntil(lambda: any(e.path == job.run_dir for e in state.history.entries), timeout=5000)
+
+
+def test_scrub_the_timeline(win) -> None:  # noqa: ANN001
+    state = win.state
+    win.timeline_bar.slider.setValue(4)
+    assert state.timeline.step == 4 and "step 5/20" in win.timeline_bar.step_label.text()
+    win.actions.step_forward.trigger()
+    assert state.timeline.step == 5 and abs(win.stat_plot.line.value() - 5) < 1e-9
+    assert win.stat_plot._curves, "the statistic plot shows the default modules"
+    state.selection.set_stat("std")
+    x, _ = next(iter(win.stat_plot._curves.values())).getData()
+    assert len(x) == 20
+
+
+def test_decode_a_step(win, qtbot) -> None:  # noqa: ANN001
+    win.state.timeline.set_step(10)
+    with qtbot.waitSignal(win.state.timeline.decodedChanged, timeout=RUN_TIMEOUT_MS):
+        win.timeline_bar.decode.click()
+    image = win.step_images.items["VAE decode"].image
+    assert image is not None and image.shape[:2] == (64, 64)
+
+
+def test_replay_reproduces(win, qtbot) -> None:  # noqa: ANN001
+    with qtbot.waitSignal(win.state.controller.sigReplayChecked, timeout=RUN_TIMEOUT_MS) as checked:
+        win.actions.replay.trigger()
+    assert checked.args[0]["reproduced"] is True, checked.args[0]
+
+
+def test_replay_catches_an_unseeded_ghost(win, qtbot) -> None:  # noqa: ANN001
+    job = _run(qtbot, win, steps=6, fault="unseeded-noise")
+    win.state.prompt.update(fault="")
+    assert job.status == "done", job.error
+    with qtbot.waitSignal(win.state.controller.sigReplayChecked, timeout=RUN_TIMEOUT_MS) as checked:
+        win.timeline_bar.replay.click()
+    result = checked.args[0]
+    assert result["reproduced"] is False and result["first_divergence"]["phase"] == "denoise"
+    assert "NOT reproduced" in win.timeline_bar.replay_result.text()
+
+
+def test_cancel_mid_run(win, qtbot) -> None:  # noqa: ANN001
+    state = win.state
+    state.prompt.update(steps=400)
+    job = state.controller.queue_run()
+    qtbot.waitUntil(lambda: job.step >= 3, timeout=RUN_TIMEOUT_MS)
+    win.actions.cancel.trigger()
+    qtbot.waitUntil(lambda: job.finished, timeout=RUN_TIMEOUT_MS)
+    assert job.status == "cancelled" and job.step < 400
+    assert win.timeline_bar.badge.kind == "cancelled"
+
+
+def test_reopen_from_history(win) -> None:  # noqa: ANN001
+    state = win.state
+    state.timeline.close_run()
+    state.history.refresh()
+    first = state.history.entries[-1]  # oldest: the run of test_queue_a_run_and_watch_it
+    assert first.seed == 7 and first.steps == 20
+    win.history_panel.select(first.path)
+    assert state.timeline.run_dir == first.path and state.timeline.count == 20
+    assert win.timeline_bar.badge.kind in ("ok", "bad")
+
+
+def test_engine_killed_mid_run(win, qtbot) -> None:  # noqa: ANN001
+    state = win.state
+    state.prompt.update(steps=400)
+    job = state.controller.queue_run()
+    qtbot.waitUntil(lambda: job.step >= 3, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(state.engine.sigEngineDied, timeout=10_000):
+        os.kill(state.engine.pid, signal.SIGKILL)
+    assert win.isVisible() and job.status == "failed"
+    assert "engine process stopped" in (state.reporter.last_message or "")
+    assert win.timeline_bar.badge.kind == "incomplete" and state.timeline.count >= 3
+    state.history.refresh()
+    assert state.history.entry(job.run_dir).state(None) == "incomplete"
+    with qtbot.waitSignal(state.engine.sigReady, timeout=RUN_TIMEOUT_MS):
+        win.actions.restart_engine.trigger()
+    after = _run(qtbot, win, steps=5)
+    assert after.status == "done", after.error

@@ -1,0 +1,124 @@
+"""The headless contract: JSON shapes, exit codes, one-line errors (CONTRACT.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ghostviewer.cli import main
+from ghostviewer.record import RunRecord
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_json_is_one_document_and_healthy_exits_zero(runs_dir: Path) -> None:
+    # A real subprocess: what a CI script sees, stdout holding exactly one JSON document.
+    env = {**os.environ, "GHOSTVIEWER_LOG_DIR": str(runs_dir.parent / "logs")}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ghostviewer",
+            "run",
+            "--pipeline",
+            "demo",
+            "--prompt",
+            "a red circle on a blue background",
+            "--seed",
+            "3",
+            "--runs-dir",
+            str(runs_dir),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert set(result) >= {"run_dir", "prompt", "seed", "steps", "verdict", "first_anomaly", "image", "elapsed_s"}
+    assert result["verdict"]["label"] == "ok" and result["first_anomaly"] is None
+    assert result["seed"] == 3 and result["steps"] == 20
+    assert RunRecord(Path(result["run_dir"])).complete
+    assert "Traceback" not in proc.stderr
+
+
+def test_fault_run_exits_one_with_the_anomaly(capsys, runs_dir: Path) -> None:
+    code, out, _ = _cli(
+        capsys,
+        "run",
+        "--prompt",
+        "red circle",
+        "--fault",
+        "short-prompt-attention",
+        "--steps",
+        "4",
+        "--runs-dir",
+        str(runs_dir),
+        "--json",
+    )
+    assert code == 1
+    result = json.loads(out)
+    assert result["first_anomaly"]["kind"] == "nan"
+    assert result["first_anomaly"]["module"].startswith("unet.down_blocks.1.attentions.0")
+
+
+def test_blocks_json(capsys) -> None:
+    code, out, _ = _cli(capsys, "blocks", "--pipeline", "demo", "--json")
+    assert code == 0
+    blocks = {b["module"]: b for b in json.loads(out)["blocks"]}
+    assert blocks["unet.down_blocks.0"] == {"module": "unet.down_blocks.0", "kind": "DownBlock2D", "bypassable": False}
+    assert blocks["unet.mid_block.resnets.0"]["bypassable"] is True
+    assert blocks["text_encoder.encoder.layers.1"]["kind"] == "CLIPEncoderLayer"
+    assert any(name.startswith("vae.decoder.") for name in blocks)
+
+
+def test_demo_list_faults_json(capsys) -> None:
+    code, out, _ = _cli(capsys, "demo", "--list-faults", "--json")
+    assert code == 0
+    faults = json.loads(out)["faults"]
+    assert {"name": "short-prompt-attention"}.items() <= faults[0].items() or any(
+        f["name"] == "short-prompt-attention" for f in faults
+    )
+    assert all(set(f) >= {"name", "description"} for f in faults)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--prompt", "x", "--steps", "0"], "steps must be at least 1"),
+        (["run", "--prompt", "x", "--seed", "-7"], "seed must be between"),
+        (["run", "--prompt", "x", "--pipeline", "/no/such/folder"], "no such pipeline"),
+        (["run", "--prompt", "x", "--fault", "gremlin"], "unknown fault"),
+        (["run", "--prompt", "x", "--bypass", "unet.down_blocks.0"], "cannot be bypassed"),
+        (["run", "--prompt", "x", "--bypass", "unet.mid_block@5:2"], "step range is empty"),
+        (["run", "--prompt", "x", "--dtype", "float13"], "unknown dtype"),
+        (["run"], "--prompt"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_exits_two_with_one_line(capsys, runs_dir: Path, argv: list[str], message: str) -> None:
+    code, out, err = (
+        _cli(capsys, *argv, "--runs-dir", str(runs_dir)) if argv[0] == "run" and len(argv) > 1 else _cli(capsys, *argv)
+    )
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert out == ""
+    assert not list(runs_dir.iterdir())
+
+
+def test_not_a_pipeline_folder(capsys, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    code, _, err = _cli(capsys, "blocks", "--pipeline", str(tmp_path))
+    assert code == 2 and "model_index.json" in err
