@@ -30,6 +30,12 @@ lint: $(STAMP)
 
 benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/demo_speed.py
+	$(BIN)/python benchmarks/trace_overhead.py
+	$(BIN)/python benchmarks/false_alarms.py
+	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/gui_stall.py
+
+screenshots: $(STAMP)
+	$(BIN)/python scripts/screenshots.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -33,6 +33,8 @@ def main() -> int:
     import torch
     from diffusers import DiffusionPipeline, DPMSolverMultistepScheduler, EulerDiscreteScheduler
 
+    from ghostviewer.engine.verdicts import image_verdict
+
     t0 = time.perf_counter()
     pipe = DiffusionPipeline.from_pretrained(args.pipeline)
     pipe.set_progress_bar_config(disable=True)
@@ -51,15 +53,16 @@ def main() -> int:
         for i in range(args.runs + 2):  # two warm-up runs
             start = time.perf_counter()
             with torch.no_grad():
-                pipe(PROMPT, num_inference_steps=args.steps, guidance_scale=7.5, height=64, width=64,
-                     output_type="np", generator=torch.Generator().manual_seed(i))
+                image = pipe(PROMPT, num_inference_steps=args.steps, guidance_scale=7.5, height=64, width=64,
+                             output_type="np", generator=torch.Generator().manual_seed(i)).images[0]
             if i >= 2:
                 times.append(time.perf_counter() - start)
         median = statistics.median(times)
         label = "demo" if scheduler is default else f"demo {name}"
         print(f"{label} {args.steps} steps 64x64: median {median:.2f} s "
               f"(min {min(times):.2f}, max {max(times):.2f}; goal ≤ {GOAL_S:.1f} s)"
-              + (f" [{name}]" if scheduler is default else ""))
+              + (f" [{name}]" if scheduler is default else "")
+              + f"; last image's verdict: {image_verdict(image)['label']}")
     return 0
 
 

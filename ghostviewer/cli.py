@@ -70,7 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fault", action="append", default=[], metavar="NAME")
     run.add_argument("--trace-depth", default="block", choices=["block", "leaf"])
     run.add_argument("--capture-attention", action="store_true", help="record cross-attention maps per token")
-    run.add_argument("--capture-attention", action="store_true", help="record cross-attention maps per token")
     run.add_argument("--runs-dir")
     run.add_argument("--json", action="store_true")
 

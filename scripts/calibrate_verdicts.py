@@ -70,10 +70,10 @@ def synthetic_ghosts(healthy: Healthy) -> list[tuple[str, str, np.ndarray]]:
          np.clip(np.kron(rng.normal(0.5, 0.25, (side // 4, side // 4, 3)), np.ones((4, 4, 1))), 0, 1)),
     ]
     for img in white_bg[:5]:
-        ghosts.append(("healthy (white bg) − 0.45 on red", "color_cast", np.clip(img - [0.45, 0, 0], 0, 1)))
+        ghosts.append(("healthy (white bg) − 0.5 on red", "color_cast", np.clip(img - [0.5, 0, 0], 0, 1)))
     for img in white_bg[5:10]:
-        ghosts.append(("healthy (white bg) blended 45 % toward blue", "color_cast",
-                       0.55 * img + 0.45 * np.array([0.1, 0.2, 1.0])))
+        ghosts.append(("healthy (white bg) blended 50 % toward blue", "color_cast",
+                       0.5 * img + 0.5 * np.array([0.1, 0.2, 1.0])))
     for img in bright_bg[:5]:
         ghosts.append(("healthy (bright bg) × 4, clipped", "saturated", np.clip(img * 4, 0, 1)))
     return ghosts
@@ -134,13 +134,13 @@ def main() -> int:
         verdict = image_verdict(image)
         ok = verdict["label"] == expected
         wrong += not ok
-        shown = {k: round(v, 3) for k, v in verdict["scores"].items()}
+        shown = {k: float(f"{v:.3g}") for k, v in verdict["scores"].items()}
         print(f"  {'ok ' if ok else 'BAD'} {name:<45} → {verdict['label']:<10} {shown}")
 
     print("\ncoverage of milder ghosts over every healthy run (informative):")
     for name, transform in [
-        ("− 0.45 on red", lambda im: np.clip(im - [0.45, 0, 0], 0, 1)),
-        ("blend 45 % toward blue", lambda im: 0.55 * im + 0.45 * np.array([0.1, 0.2, 1.0])),
+        ("− 0.5 on red", lambda im: np.clip(im - [0.5, 0, 0], 0, 1)),
+        ("blend 50 % toward blue", lambda im: 0.5 * im + 0.5 * np.array([0.1, 0.2, 1.0])),
         ("× 4, clipped", lambda im: np.clip(im * 4, 0, 1)),
         ("× 0.25 (dim)", lambda im: im * 0.25),
     ]:

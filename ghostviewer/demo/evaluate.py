@@ -191,15 +191,25 @@ def evaluate_demo(pipe: Any, combos: Sequence[tuple[str, str, str]], seeds: Sequ
     }
     if grid_path is not None:
         first_seed = int(seeds[0]) if seeds else 0
-        picks = [i for i, job in enumerate(jobs) if job["seed"] == first_seed]
-        if len(picks) > grid_count:
-            step = len(picks) / grid_count
-            picks = [picks[int(k * step)] for k in range(grid_count)]
+        picks = _spread([i for i, job in enumerate(jobs) if job["seed"] == first_seed], grid_count,
+                        len(positions))
         grid = make_grid([images[i] for i in picks], [jobs[i]["prompt"] for i in picks])
         Path(grid_path).parent.mkdir(parents=True, exist_ok=True)
         grid.save(grid_path, optimize=True)
         result["grid"] = str(grid_path)
     return result
+
+
+def _spread(items: list[int], count: int, cycle: int) -> list[int]:
+    """``count`` of ``items`` spread evenly, nudged so that the cycling positions vary along the picks."""
+    if len(items) <= count:
+        return items
+    picks: list[int] = []
+    for k in range(count):
+        base = int(k * len(items) / count)
+        nudged = next((j for j in range(base, len(items)) if j % cycle == k % cycle and j not in picks), base)
+        picks.append(nudged if nudged not in picks else base)
+    return [items[j] for j in sorted(set(picks))]
 
 
 def make_grid(images: Sequence[np.ndarray], captions: Sequence[str], columns: int = 4, scale: int = 2,

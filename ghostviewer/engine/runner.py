@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ghostviewer.engine.anomaly import AnomalyDetector
+from ghostviewer.engine.async_writer import AsyncRunWriter
 from ghostviewer.engine.environment import describe_environment
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.faults import make_fault
@@ -67,7 +68,8 @@ class CancelToken:
 
 
 def _host(tensor: torch.Tensor) -> np.ndarray:
-    return tensor.detach()[0].float().cpu().numpy()
+    """A host copy of the first batch item (a copy: the pipeline may reuse the tensor's memory)."""
+    return tensor.detach()[0].to("cpu", torch.float32, copy=True).numpy()
 
 
 def _pipeline_folder(loaded: LoadedPipeline) -> Path | None:
@@ -135,7 +137,7 @@ def _execute(
     pipe = loaded.pipe
     tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture)))  # type: ignore[arg-type]
     environment = {**describe_environment(loaded.device), "pipeline": describe_source(loaded)}
-    writer = RunWriter.create(Path(runs_dir), settings.to_dict(), environment)
+    writer = AsyncRunWriter(RunWriter.create(Path(runs_dir), settings.to_dict(), environment))
     emit = on_progress or (lambda _event: None)
     for note in notes:
         writer.event("settings", note)
@@ -185,18 +187,20 @@ def _execute(
             mem_peak=after.peak,
             mem_kind=after.kind,
         )
-        writer.add_step(info, tensors, {"preview": preview(x0)})
+        # Previews go into the step's safetensors as uint8 RGB (a PNG per step would cost more than the step),
+        # computed on the record worker thread like the rest of the step's writing.
+        writer.then(lambda: tensors.update(preview=preview(x0), latents_preview=preview(latents)))
+        writer.add_step(info, tensors)
         state.update(mark=time.perf_counter(), mem=after, x0=None)
         reset_peak(loaded.device)
-        emit(
-            {
-                "event": "step",
-                "run_dir": str(writer.path),
-                "step": index,
-                "steps": settings.steps,
-                "first_anomaly": detector.first,
-            }
-        )
+        step_event = {
+            "event": "step",
+            "run_dir": str(writer.path),
+            "step": index,
+            "steps": settings.steps,
+            "first_anomaly": detector.first,
+        }
+        writer.then(lambda: emit(step_event))  # announced once the step is on disk
         tracer.step = index + 1
         if cancel is not None and cancel.is_cancelled():
             raise RunCancelled()
@@ -234,6 +238,7 @@ def _execute(
             commit_rows()  # the decode phase
     except RunCancelled:
         commit_rows()
+        writer = writer.close()
         writer.event("run", "cancelled by the user", level="warning")
         writer.finish("cancelled", time.perf_counter() - started)
         emit({"event": "cancelled", "run_dir": str(writer.path)})
@@ -242,15 +247,18 @@ def _execute(
             "status": "cancelled",
         }
     except GhostError as exc:
+        writer = writer.close()
         writer.event("run", str(exc), level="error")
         writer.finish("failed", time.perf_counter() - started, error=str(exc))
         raise
     except Exception as exc:  # the pipeline itself broke: keep the record, report it
         message = f"{type(exc).__name__}: {exc}"
+        writer = writer.close()
         writer.event("run", message, level="error")
         writer.finish("failed", time.perf_counter() - started, error=message)
         emit({"event": "failed", "run_dir": str(writer.path), "error": message})
         raise RunFailed(message, writer.path) from exc
+    writer = writer.close()
     image = np.asarray(output.images[0], dtype=np.float32)
     verdict = image_verdict(image)
     image_path = writer.save_image("final", image)

@@ -1,8 +1,12 @@
 """Tensor statistics computed on the tensor's own device, gathered to the host once per step.
 
-`tensor_stats` launches a handful of reductions and returns a 7-vector that stays on the device; the tracer
-stacks a step's vectors and moves them in one transfer (one device sync per step matters on a GPU).
-Values are over all elements: a tensor with a NaN has NaN min/max/mean/std, as torch itself would show.
+On a GPU, `tensor_stats` returns a small vector that stays on the device; the tracer stacks a step's vectors
+and moves them in one transfer (one device sync per step). On the CPU there is no transfer to save, so the
+values come back at once and the NaN/Inf counts are only computed when min or max is not finite.
+
+Mean and std come from the sum and the sum of squares (torch's own std_mean is a slow single-pass kernel on
+CPU: 70 µs on a 12k-element tensor against 6 µs here). The price: std loses precision when a tensor's mean is
+more than ~1e3 times its std. Values are over all elements, so a tensor holding NaN has NaN min/max/mean/std.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import math
 import torch
 
 FP16_MAX = 65504.0
-FIELDS = ("min", "max", "mean", "std", "nan_count", "inf_count", "numel")
+RAW_FIELDS = ("min", "max", "sum", "sumsq", "nan_count", "inf_count")
 
 
 def first_tensor(value: object) -> torch.Tensor | None:
@@ -34,28 +38,43 @@ def first_tensor(value: object) -> torch.Tensor | None:
 
 
 @torch.no_grad()
-def tensor_stats(x: torch.Tensor) -> torch.Tensor:
-    """(7,) float32 on x's device: min, max, mean, std, NaN count, Inf count, element count."""
+def tensor_stats(x: torch.Tensor) -> torch.Tensor | list[float]:
+    """Raw stats (RAW_FIELDS): a device tensor for accelerators, a list of floats on the CPU."""
     xf = x.detach()
-    if not xf.is_floating_point():
+    if xf.dtype != torch.float32:
         xf = xf.float()
-    elif xf.dtype != torch.float32:
-        xf = xf.float()
-    if xf.numel() == 0:
-        return torch.zeros(7, device=x.device)
-    lo, hi = torch.aminmax(xf)
-    std, mean = torch.std_mean(xf) if xf.numel() > 1 else (torch.zeros((), device=xf.device), xf.mean())
-    return torch.stack(
-        [
-            lo,
-            hi,
-            mean,
-            std,
-            torch.isnan(xf).sum().float(),
-            torch.isinf(xf).sum().float(),
-            torch.tensor(float(xf.numel()), device=xf.device),
-        ]
-    )
+    flat = xf.reshape(-1)
+    if flat.numel() == 0:
+        return [0.0] * 6
+    lo, hi = torch.aminmax(flat)
+    if flat.device.type == "cpu":
+        values = torch.stack([lo, hi, flat.sum(), torch.dot(flat, flat)]).tolist()
+        if math.isfinite(values[0]) and math.isfinite(values[1]):
+            return [*values, 0.0, 0.0]
+        return [*values, float(torch.isnan(flat).sum()), float(torch.isinf(flat).sum())]
+    counts = torch.stack([torch.isnan(flat).sum(), torch.isinf(flat).sum()]).float()
+    return torch.cat([torch.stack([lo, hi, flat.sum(), torch.dot(flat, flat)]), counts])
+
+
+def finish_stats(raw: list[float], numel: int) -> dict[str, float]:
+    """Host-side: min, max, mean, std (unbiased), absmax and the counts from the raw sums."""
+    lo, hi, total, sumsq, nans, infs = raw
+    mean = total / numel if numel else 0.0
+    if numel > 1 and math.isfinite(sumsq) and math.isfinite(mean):
+        std = math.sqrt(max(sumsq / numel - mean * mean, 0.0) * numel / (numel - 1))
+    elif numel > 1:
+        std = math.nan
+    else:
+        std = 0.0
+    return {
+        "min": lo,
+        "max": hi,
+        "mean": mean,
+        "std": std,
+        "absmax": absmax(lo, hi),
+        "nan_count": int(nans),
+        "inf_count": int(infs),
+    }
 
 
 def absmax(lo: float, hi: float) -> float:

@@ -7,6 +7,7 @@ Hooks are attached inside a context manager and removed in `finally`, so a faile
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ghostviewer.engine.blocks import Depth, iter_modules, phase_of
-from ghostviewer.engine.stats import absmax, first_tensor, tensor_stats
+from ghostviewer.engine.stats import finish_stats, first_tensor, tensor_stats
 from ghostviewer.record import StatRow
 
 
@@ -38,7 +39,7 @@ class _Pending:
     seq: int
     shape: tuple[int, ...]
     dtype: str
-    stats: torch.Tensor
+    stats: torch.Tensor | list[float]
 
 
 @dataclass
@@ -64,6 +65,10 @@ def downsample_feature_map(t: torch.Tensor, size: int, channels: int) -> np.ndar
     return x.to(torch.float16).cpu().numpy()
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 class Tracer:
     def __init__(self, pipe: object, config: TraceConfig | None = None) -> None:
         self.config = config or TraceConfig()
@@ -74,6 +79,8 @@ class Tracer:
         self._calls: dict[tuple[str, int | None], int] = {}
         self._seq = 0
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._phases: dict[str, str] = {}
+        self._capture_cache: dict[str, bool] = {}
 
     @property
     def attached(self) -> bool:
@@ -82,9 +89,20 @@ class Tracer:
     def wants_capture(self, path: str) -> bool:
         return any(fnmatch.fnmatchcase(path, pattern) for pattern in self.config.capture)
 
+    # Per-path answers are cached: hooks run hundreds of times per step.
+    def _phase_of(self, path: str) -> str:
+        if path not in self._phases:
+            self._phases[path] = phase_of(path)
+        return self._phases[path]
+
+    def _captured(self, path: str) -> bool:
+        if path not in self._capture_cache:
+            self._capture_cache[path] = self.wants_capture(path)
+        return self._capture_cache[path]
+
     def record(self, path: str, tensor: torch.Tensor, phase: str | None = None) -> None:
         """Queue the stats of one tensor: a module output, or a pipeline-level tensor such as the initial latents."""
-        phase = phase or phase_of(path)
+        phase = phase or self._phase_of(path)
         step = (self.step or 0) if phase == "denoise" else None
         call = self._calls.get((path, step), 0)
         self._calls[(path, step)] = call + 1
@@ -101,7 +119,7 @@ class Tracer:
             )
         )
         self._seq += 1
-        if self.wants_capture(path):
+        if self._captured(path):
             fmap = downsample_feature_map(tensor, self.config.capture_size, self.config.capture_channels)
             if fmap is not None:
                 key = path if call == 0 else f"{path}#{call}"
@@ -127,14 +145,15 @@ class Tracer:
             self._handles.clear()
 
     def flush(self) -> StepHarvest:
-        """Everything queued since the last flush, as host-side rows: one device-to-host transfer."""
+        """Everything queued since the last flush, as host-side rows: at most one device-to-host transfer."""
         pending, self._pending = self._pending, []
         maps, self._maps = self._maps, {}
-        if not pending:
-            return StepHarvest(feature_maps=maps)
-        values = torch.stack([p.stats.to(pending[0].stats.device) for p in pending]).cpu().numpy().astype(float)
+        on_device = [p.stats for p in pending if isinstance(p.stats, torch.Tensor)]
+        moved = iter(torch.stack([t.to(on_device[0].device) for t in on_device]).cpu().tolist() if on_device else [])
         rows = []
-        for p, (lo, hi, mean, std, nans, infs, _numel) in zip(pending, values):
+        for p in pending:
+            raw = next(moved) if isinstance(p.stats, torch.Tensor) else p.stats
+            numel = math.prod(p.shape) if p.shape else 1
             rows.append(
                 StatRow(
                     phase=p.phase,
@@ -144,13 +163,7 @@ class Tracer:
                     seq=p.seq,
                     shape=p.shape,
                     dtype=p.dtype,
-                    min=lo,
-                    max=hi,
-                    mean=mean,
-                    std=std,
-                    absmax=absmax(lo, hi),
-                    nan_count=int(nans),
-                    inf_count=int(infs),
+                    **finish_stats(raw, numel),
                 )
             )
         return StepHarvest(rows, maps)

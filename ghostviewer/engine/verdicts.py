@@ -41,17 +41,21 @@ _MIN_POOLED_SIDE = 16
 class Thresholds:
     """Where each score turns into a label.
 
-    Calibrated with scripts/calibrate_verdicts.py on 280 healthy runs of the embedded demo pipeline (every
-    shape × colour × background combination of ghostviewer.demo.shapes, 20 DDIM steps, 64×64, guidance 7.5):
-    each threshold sits with a margin beyond the healthy extreme (0 false alarms there) and well inside the
-    synthetic ghosts' scores. Healthy extremes at calibration: see the script's output and the README.
+    Calibrated with scripts/calibrate_verdicts.py (2026-11-30) on 280 healthy runs of the embedded demo
+    pipeline: every shape × colour × background combination of ghostviewer.demo.shapes once, positions
+    cycling, 20 DDIM steps, 64×64, guidance 7.5. Each threshold sits with a margin beyond the healthy extreme
+    (0 false alarms) and inside the synthetic ghosts' scores. Figures at calibration, healthy → ghosts:
+    std min 0.055 → 0 (black, gray); noise max 0.25 → ≥ 0.75 (static, pixel-fine or in 4×4 blotches);
+    saturated max 0.18 (white shape on yellow) → ≥ 0.59 (healthy × 4, clipped); color_cast max 0.25
+    (black shape on purple; red on orange ~0.1) → 0.31–0.41 (white backgrounds − 0.5 on red, or blended
+    50 % toward blue). The color_cast margin is the thinnest: only strong, pale casts are flagged.
     """
 
     nan_fraction: float = 0.0  # nan when more than this fraction of pixels is non-finite: any NaN/Inf
-    blank_std: float = 0.02  # blank when the spatial std is below this
-    noise: float = 0.35  # noise when the high-frequency energy relative to contrast is above this
-    saturated: float = 0.25  # saturated when more than this fraction of channel values is clipped
-    color_cast: float = 0.3  # color_cast when the median pixel's pale shared tint is above this
+    blank_std: float = 0.02  # blank when the spatial std is below this (healthy min 0.055)
+    noise: float = 0.4  # noise when high-frequency energy over contrast is above this (healthy max 0.25)
+    saturated: float = 0.3  # saturated when this fraction of channel values is clipped (healthy max 0.18)
+    color_cast: float = 0.3  # color_cast when the median pixel's pale shared tint is above (healthy max 0.25)
 
 
 THRESHOLDS = Thresholds()

@@ -3,6 +3,7 @@ process has even started importing torch; this process never imports torch at al
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -36,6 +37,15 @@ def create_window(settings: AppSettings | None = None, dialogs: bool = True, log
     return window
 
 
+def close_on_signals(window: MainWindow) -> None:
+    """Ctrl+C or SIGTERM closes the window properly (settings saved, engine stopped) instead of a traceback."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: window.close())
+    wake = QTimer(window)  # the event loop is C++; this lets Python run its signal handlers promptly
+    wake.timeout.connect(lambda: None)
+    wake.start(250)
+
+
 def main(path: str | None = None) -> int:
     app = application()
     try:
@@ -46,6 +56,7 @@ def main(path: str | None = None) -> int:
     state = window.state
     state.reporter.install_excepthook()
     window.show()
+    close_on_signals(window)
     QTimer.singleShot(0, state.controller.start_engine)  # after show(): torch loads while the window is up
     QTimer.singleShot(0, state.history.refresh)
     if path:

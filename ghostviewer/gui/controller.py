@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from ghostviewer.gui import messages
 from ghostviewer.gui.engine_client import EngineClient
@@ -192,7 +192,7 @@ class RunController(QObject):
             self.timeline.open_run(run_dir, live=True)
         except RecordError as exc:
             log.warning("cannot show the new run yet: %s", exc)
-        self.history.refresh()
+        QTimer.singleShot(0, self.history.refresh)  # its own event-loop pass: the window stays smooth
 
     def _on_step(self, event: dict[str, Any]) -> None:
         job = self._run_job(event)

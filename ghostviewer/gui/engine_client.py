@@ -206,7 +206,7 @@ class EngineClient(QObject):
         if not stopping:
             why = describe_exit(exit_code, status)
             last = self._stderr_tail[-1] if self._stderr_tail else ""
-            log.error("the engine process %s (pid gone); last words: %s", why, last or "none")
+            log.error("the engine process ended (%s); its last words: %s", why, last or "none")
             self.sigEngineDied.emit(why)
 
     def _on_error(self, process: QProcess, error: QProcess.ProcessError) -> None:

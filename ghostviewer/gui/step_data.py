@@ -45,6 +45,8 @@ def load_step_view(record: RunRecord, step: int, look_for_decode: bool = True) -
         tensors, images = {}, {}
 
     def recorded(name: str) -> np.ndarray | None:
+        if isinstance(tensors.get(name), np.ndarray) and tensors[name].dtype == np.uint8:
+            return tensors[name]  # previews recorded as RGB arrays in the step's tensors
         relpath = images.get(f"step_{step:04d}_{name}")
         if relpath is None:
             return None

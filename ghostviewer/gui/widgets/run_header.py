@@ -37,8 +37,8 @@ class RunHeader(QLabel):
         where = ""
         if anomaly:
             step = "" if anomaly.get("step") is None else f" step {anomaly.get('step')}"
-            where = (f" &nbsp;<span style='color:#c62828'>first anomaly: {html.escape(str(anomaly.get('kind')))}"
+            where = (f"<br><span style='color:#c62828'>first anomaly: {html.escape(str(anomaly.get('kind')))}"
                      f" in {html.escape(str(anomaly.get('module')))} ({anomaly.get('phase')}{step})</span>")
-        self.setText(f"<b>“{prompt}”</b> &nbsp;·&nbsp; {html.escape(' · '.join(details))}{where}"
-                     f" &nbsp;<span style='color:#888'>{html.escape(record.run_id)}</span>")
+        self.setText(f"<b>“{prompt}”</b> &nbsp;·&nbsp; {html.escape(' · '.join(details))}"
+                     f" &nbsp;<span style='color:#888'>{html.escape(record.run_id)}</span>{where}")
         self.setToolTip(str(record.path))
