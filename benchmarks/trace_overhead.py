@@ -58,6 +58,7 @@ def main() -> None:
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
     sizes: dict[str, int] = {}
+    last_runs: dict[str, Path] = {}
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp)
         for variant in variants.values():  # warm-up
@@ -68,17 +69,18 @@ def main() -> None:
                 times[name].append(elapsed)
                 if run_dir is not None:
                     sizes[name] = run_bytes(run_dir)
+                    last_runs[name] = run_dir
         base = statistics.median(times["untraced"])
         threads = torch.get_num_threads()
         print(f"demo pipeline, {args.steps} steps, {args.rounds} interleaved rounds, torch threads {threads}")
         for name, values in times.items():
             median = statistics.median(values)
             print(f"  {name:<18} median {median * 1000:7.1f} ms   ratio {median / base:5.2f}x")
-        record = RunRecord(next(p for p in runs.iterdir()))
-        rows_per_step = len(record.stats(phase="denoise", step=1))
+        for name, run_dir in last_runs.items():
+            rows = len(RunRecord(run_dir).stats(phase="denoise", step=1))
+            print(f"  {name:<18} {rows} stats rows per step")
         for name, size in sizes.items():
             print(f"  {name:<18} {size / args.steps / 1024:6.1f} KiB recorded per step (whole run / steps)")
-        print(f"  stats rows per step at block depth: {rows_per_step}")
 
 
 if __name__ == "__main__":

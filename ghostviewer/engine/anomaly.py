@@ -50,8 +50,8 @@ class AnomalyDetector:
         return None
 
     def feed(self, rows: Iterable[StatRow]) -> dict[str, object] | None:
-        """Check rows in execution order; remember and return the first anomaly seen so far."""
-        for row in sorted(rows, key=lambda r: r.seq):
+        """Check rows (in execution order); remember and return the first anomaly seen so far."""
+        for row in rows:  # the tracer hands rows over in execution (seq) order
             kind = self.classify(row)
             if kind and self.first is None:
                 self.first = {"phase": row.phase, "step": row.step, "module": row.module, "kind": kind}

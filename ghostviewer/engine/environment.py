@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import sys
@@ -26,17 +27,24 @@ def determinism_flags() -> dict[str, Any]:
     }
 
 
-def describe_environment(device: str) -> dict[str, Any]:
-    info: dict[str, Any] = {
+@functools.cache
+def _versions() -> dict[str, Any]:
+    return {
         "ghostviewer": ghostviewer.__version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "torch": torch.__version__,
         "diffusers": diffusers.__version__,
         "transformers": transformers.__version__,
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def describe_environment(device: str) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        **_versions(),
         "device": device,
         "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
         "determinism": determinism_flags(),
     }
     if device.startswith("cuda") and torch.cuda.is_available():
