@@ -1,4 +1,5 @@
-"""README screenshots of the real window on real demo runs: resources/readme/gui-main.png (and gui-ghost.png).
+"""README screenshots of the real window on real demo runs: resources/readme/gui-main.png, gui-ghost.png and
+gui-inside.png (block tree, stats heat map and feature maps on a ghost-lab fault), gui-attention.png.
 
 Run under a real X server (Xvfb) so fonts and styles are the ones users see:
     apt-get install -y xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
@@ -17,6 +18,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from PySide6.QtCore import Qt
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "resources" / "readme"
@@ -64,6 +67,48 @@ def run_and_wait(window, **prompt) -> object:  # noqa: ANN001
     return job
 
 
+def inside_shot(window, path: Path) -> None:  # noqa: ANN001
+    """A short prompt trips the fault in unet.down_blocks.1.attentions.0: capture it, run, jump to it."""
+    state = window.state
+    suspect = "unet.down_blocks.1.attentions.0"
+    wait_until(lambda: state.blocks.block(suspect) is not None, 60, "the block list")
+    state.blocks.set_capture(suspect, True)
+    state.blocks.set_capture("unet.down_blocks.1.resnets.0", True)
+    state.prompt.update(fault="short-prompt-attention")
+    run_and_wait(window, prompt="red circle", seed=7, steps=20)
+    state.prompt.update(fault="")
+    docks = {d.windowTitle(): d for d in window.docks}
+    for name in ("Pipeline", "Prompt", "Run queue"):  # make room: feature maps on the left
+        docks[name].hide()
+    window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, docks["Feature maps"])
+    docks["Blocks"].raise_()
+    docks["Heat map"].raise_()
+    window.resizeDocks([docks["Feature maps"], docks["Heat map"]], [400, 560], Qt.Orientation.Horizontal)
+    window.resizeDocks([docks["Blocks"], docks["Heat map"]], [250, 560], Qt.Orientation.Vertical)
+    window.state.controller.jump_to_first_anomaly()
+    state.blocks.select("unet.down_blocks.1.resnets.0")  # the healthy block just before the ghost
+    settle(1.0)
+    window.grab().save(str(path))
+    print(f"wrote {path}")
+
+
+def attention_shot(window, path: Path) -> None:  # noqa: ANN001
+    """A healthy run with attention capture: each prompt token's cross-attention over the run."""
+    state = window.state
+    docks = {d.windowTitle(): d for d in window.docks}
+    state.blocks.clear_ticks()
+    state.blocks.set_capture_attention(True)
+    run_and_wait(window, prompt="a red circle on a blue background", seed=7, steps=20)
+    state.blocks.set_capture_attention(False)
+    window.tabifyDockWidget(docks["Feature maps"], docks["Attention"])
+    docks["Attention"].raise_()
+    window.attention.whole_run.setChecked(True)
+    state.timeline.set_step(state.timeline.count - 1)
+    settle(1.0)
+    window.grab().save(str(path))
+    print(f"wrote {path}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
@@ -102,6 +147,9 @@ def main() -> int:
             settle()
             window.grab().save(str(args.out / "gui-ghost.png"))
             print(f"wrote {args.out / 'gui-ghost.png'}")
+        if "short-prompt-attention" in faults:
+            inside_shot(window, args.out / "gui-inside.png")
+            attention_shot(window, args.out / "gui-attention.png")
         window.close()
         app.processEvents()
     finally:

@@ -26,6 +26,7 @@ class WindowActions:
     step_forward: QAction
     first_step: QAction
     last_step: QAction
+    jump_anomaly: QAction
     restart_engine: QAction
     about: QAction
 
@@ -59,6 +60,8 @@ def create_actions(window: QMainWindow) -> WindowActions:
         step_forward=a(window, "Next step", "Right"),
         first_step=a(window, "First step", "Home"),
         last_step=a(window, "Last step", "End"),
+        jump_anomaly=a(window, "&Jump to first anomaly", "Ctrl+J",
+                       tip="Select the shown run's first anomaly: its module and step"),
         restart_engine=a(window, "Restart &engine", tip="Start a fresh engine process and reload the pipeline"),
         about=a(window, "&About GhostViewer"),
     )
@@ -80,7 +83,8 @@ def build_menus(window: QMainWindow, actions: WindowActions, docks: list[QDockWi
     for action in (actions.run, actions.replay, actions.cancel, actions.decode):
         run_menu.addAction(action)
     view_menu = bar.addMenu("&View")
-    for action in (actions.play, actions.step_back, actions.step_forward, actions.first_step, actions.last_step):
+    for action in (actions.play, actions.step_back, actions.step_forward, actions.first_step, actions.last_step,
+                   actions.jump_anomaly):
         view_menu.addAction(action)
     view_menu.addSeparator()
     for dock in docks:

@@ -8,6 +8,7 @@ from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.controller import RunController
 from ghostviewer.gui.engine_client import EngineClient
 from ghostviewer.gui.error_reporter import ErrorReporter
+from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.pipeline_model import DEVICES, DTYPES, MAX_RECENT, PipelineModel
 from ghostviewer.gui.models.prompt_model import PromptModel
@@ -30,6 +31,7 @@ class AppState:
     reporter: ErrorReporter
     controller: RunController
     opener: PathOpener
+    blocks: BlockModel
 
     def restore(self) -> None:
         """Remembered prompt fields, recent pipelines, device, dtype and plot choices (not the source: the
@@ -61,8 +63,9 @@ def build_state(settings: AppSettings | None = None, engine: EngineClient | None
     pipeline, prompt, queue = PipelineModel(), PromptModel(), QueueModel()
     timeline, history, selection = TimelineModel(), HistoryModel(settings.runs_dir()), StatSelection()
     reporter = ErrorReporter(dialogs=dialogs)
-    controller = RunController(engine, pipeline, prompt, queue, timeline, history, reporter)
+    blocks = BlockModel()
+    controller = RunController(engine, pipeline, prompt, queue, timeline, history, reporter, blocks)
     state = AppState(settings, engine, pipeline, prompt, queue, timeline, history, selection, reporter,
-                     controller, PathOpener(controller))
+                     controller, PathOpener(controller), blocks)
     state.restore()
     return state

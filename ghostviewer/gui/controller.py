@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ghostviewer.gui import messages
 from ghostviewer.gui.engine_client import EngineClient
 from ghostviewer.gui.error_reporter import ErrorReporter, one_line
+from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.pipeline_model import PipelineModel
 from ghostviewer.gui.models.prompt_model import PromptModel
@@ -36,10 +37,11 @@ class RunController(QObject):
 
     def __init__(self, engine: EngineClient, pipeline: PipelineModel, prompt: PromptModel, queue: QueueModel,
                  timeline: TimelineModel, history: HistoryModel, reporter: ErrorReporter,
-                 parent: QObject | None = None) -> None:
+                 blocks: BlockModel | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine, self.pipeline, self.prompt, self.queue = engine, pipeline, prompt, queue
         self.timeline, self.history, self.reporter = timeline, history, reporter
+        self.blocks = blocks or BlockModel(self)
         self._loaded_key: Key | None = None
         self._loaded_device = ""
         self._failed_key: Key | None = None
@@ -52,9 +54,12 @@ class RunController(QObject):
         engine.sigCancelled.connect(lambda ev: self._on_run_end(ev, "cancelled"))
         engine.sigFailed.connect(lambda ev: self._on_run_end(ev, "failed"))
         engine.sigDecoded.connect(self._on_decoded)
+        engine.sigBlocks.connect(lambda event: self.blocks.set_blocks(list(event.get("blocks") or [])))
         engine.sigError.connect(self._on_error)
         engine.sigEngineDied.connect(self._on_engine_died)
         pipeline.wanted.connect(self._tick)
+        timeline.runChanged.connect(self._show_anomaly)
+        timeline.statusChanged.connect(self._show_anomaly)
 
     # -- the engine -------------------------------------------------------------------------------
     def start_engine(self) -> None:
@@ -131,6 +136,7 @@ class RunController(QObject):
         self._failed_key = None
         if key == self.pipeline.key():
             self.pipeline.set_status("loaded", info=event)
+            self.engine.send("blocks")
         log.info("loaded %s (%s on %s)", event.get("source"), event.get("pipeline"), event.get("device"))
         self._tick()
 
@@ -152,12 +158,12 @@ class RunController(QObject):
 
     # -- runs -------------------------------------------------------------------------------------
     def queue_run(self) -> Job:
-        job = self.queue.add(self.prompt.take_settings(*self.pipeline.key()))
+        job = self.queue.add(self.prompt.take_settings(*self.pipeline.key()) | self.blocks.run_fields())
         self._tick()
         return job
 
     def queue_many(self, settings_list: list[dict[str, Any]]) -> list[Job]:
-        jobs = [self.queue.add(settings) for settings in settings_list]
+        jobs = [self.queue.add(settings | self.blocks.run_fields()) for settings in settings_list]
         self._tick()
         return jobs
 
@@ -285,3 +291,23 @@ class RunController(QObject):
 
     def _on_decoded(self, event: dict[str, Any]) -> None:
         self.timeline.note_decoded(str(event.get("run_dir")), int(event.get("step", -1)))
+
+    # -- inside the model -------------------------------------------------------------------------
+    def _show_anomaly(self) -> None:
+        anomaly = self.timeline.record.first_anomaly if self.timeline.record is not None else None
+        self.blocks.set_anomaly(str((anomaly or {}).get("module") or ""))
+
+    def jump_to_first_anomaly(self) -> bool:
+        """Select the shown run's first anomaly: its module (tree, heat map, feature maps) and its step."""
+        anomaly = self.timeline.record.first_anomaly if self.timeline.record is not None else None
+        if not anomaly or not anomaly.get("module"):
+            self.sigMessage.emit(messages.NO_ANOMALY)
+            return False
+        if anomaly.get("phase") == "denoise" and anomaly.get("step") is not None:
+            index = {info.index: i for i, info in enumerate(self.timeline.steps)}.get(int(anomaly["step"]))
+            if index is not None:
+                self.timeline.set_step(index)
+        self.blocks.select(str(anomaly["module"]))
+        self.sigMessage.emit(messages.ANOMALY_AT.format(kind=anomaly.get("kind"), phase=anomaly.get("phase"),
+                                                        step=anomaly.get("step"), module=anomaly["module"]))
+        return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -21,6 +21,9 @@ from ghostviewer import __version__
 from ghostviewer.gui import messages
 from ghostviewer.gui.actions import build_menus, create_actions
 from ghostviewer.gui.app_state import AppState
+from ghostviewer.gui.widgets.attention_view import AttentionView
+from ghostviewer.gui.widgets.block_tree import BlockTree
+from ghostviewer.gui.widgets.feature_map_view import FeatureMapView
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.gui.widgets.log_panel import LogPanel
 from ghostviewer.gui.widgets.memory_label import MemoryLabel
@@ -29,6 +32,7 @@ from ghostviewer.gui.widgets.prompt_panel import PromptPanel
 from ghostviewer.gui.widgets.queue_panel import QueuePanel
 from ghostviewer.gui.widgets.run_header import RunHeader
 from ghostviewer.gui.widgets.stat_plot import StatPlot
+from ghostviewer.gui.widgets.stats_heatmap import StatsHeatmap
 from ghostviewer.gui.widgets.step_images import StepImages
 from ghostviewer.gui.widgets.timeline_bar import TimelineBar
 
@@ -55,6 +59,10 @@ class MainWindow(QMainWindow):
         self.step_images = StepImages(s.timeline)
         self.timeline_bar = TimelineBar(s.timeline)
         self.stat_plot = StatPlot(s.timeline, s.selection)
+        self.block_tree = BlockTree(s.blocks)
+        self.heatmap = StatsHeatmap(s.timeline, s.blocks)
+        self.feature_maps = FeatureMapView(s.timeline, s.blocks)
+        self.attention = AttentionView(s.timeline, s.blocks)
         top = QWidget()
         column = QVBoxLayout(top)
         column.setContentsMargins(0, 0, 0, 0)
@@ -74,6 +82,10 @@ class MainWindow(QMainWindow):
             self._dock("Run queue", self.queue_panel, Qt.DockWidgetArea.LeftDockWidgetArea),
             self._dock("Runs history", self.history_panel, Qt.DockWidgetArea.RightDockWidgetArea),
             self._dock("Log", self.log_panel, Qt.DockWidgetArea.BottomDockWidgetArea),
+            self._dock("Blocks", self.block_tree, Qt.DockWidgetArea.RightDockWidgetArea),
+            self._dock("Heat map", self.heatmap, Qt.DockWidgetArea.RightDockWidgetArea),
+            self._dock("Feature maps", self.feature_maps, Qt.DockWidgetArea.RightDockWidgetArea),
+            self._dock("Attention", self.attention, Qt.DockWidgetArea.RightDockWidgetArea),
         ]
         self.resizeDocks(self.docks[:3], [170, 330, 220], Qt.Orientation.Vertical)
         self.resizeDocks([self.docks[0], self.docks[3]], [320, 340], Qt.Orientation.Horizontal)
@@ -103,6 +115,7 @@ class MainWindow(QMainWindow):
         a.step_forward.triggered.connect(lambda: t.step_by(1))
         a.first_step.triggered.connect(lambda: t.set_step(0))
         a.last_step.triggered.connect(lambda: t.set_step(t.count - 1))
+        a.jump_anomaly.triggered.connect(c.jump_to_first_anomaly)
         a.restart_engine.triggered.connect(c.restart_engine)
         a.about.triggered.connect(self._about)
         # -- signals --------------------------------------------------------------------------------
@@ -111,13 +124,24 @@ class MainWindow(QMainWindow):
         self.queue_panel.jobActivated.connect(self._open_job)
         self.history_panel.runSelected.connect(s.opener.open_run)
         self.history_panel.replayRequested.connect(c.replay)
+        self.heatmap.jumpRequested.connect(c.jump_to_first_anomaly)
         self.timeline_bar.decodeRequested.connect(lambda: c.decode_step())
         self.timeline_bar.replayRequested.connect(lambda: c.replay())
         c.sigReplayChecked.connect(self.timeline_bar.show_replay)
         c.sigMessage.connect(lambda text: self.statusBar().showMessage(text, 10000))
         c.sigEngineState.connect(lambda state: self.engine_label.setText(ENGINE_WORDS.get(state, state)))
         s.reporter.sigReported.connect(lambda text: self.statusBar().showMessage(text, 15000))
-        self._restore_layout()
+        self._tabs_pending = not self._restore_layout()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        if self._tabs_pending:  # tabified before the first show, Qt leaves a stray tab bar on screen
+            self._tabs_pending = False
+            self.tabifyDockWidget(self.docks[3], self.docks[5])  # runs history | blocks
+            self.tabifyDockWidget(self.docks[6], self.docks[7])  # heat map | feature maps | attention
+            self.tabifyDockWidget(self.docks[7], self.docks[8])
+            self.docks[3].raise_()
+            self.docks[6].raise_()
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -171,13 +195,13 @@ class MainWindow(QMainWindow):
                 self.state.opener.open_path(url.toLocalFile())
         event.acceptProposedAction()
 
-    def _restore_layout(self) -> None:
+    def _restore_layout(self) -> bool:
+        """The remembered geometry and dock layout; False when there is none (the default layout then)."""
         geometry = self.state.settings.get_bytes("window/geometry")
         layout = self.state.settings.get_bytes("window/state")
         if geometry is not None:
             self.restoreGeometry(geometry)
-        if layout is not None:
-            self.restoreState(layout)
+        return layout is not None and bool(self.restoreState(layout))
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
         self.state.settings.set_bytes("window/geometry", self.saveGeometry())

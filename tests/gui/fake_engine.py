@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ghostviewer.engine.server import Emitter, protocol_stream, read_commands
-from tests.gui.fake_runs import write_fake_run
+from tests.gui.fake_runs import MODULES, write_fake_run
 
 STEP_DELAY_S = float(os.environ.get("FAKE_ENGINE_STEP_DELAY", "0.05"))
 
@@ -55,6 +55,9 @@ class FakeSession:
             else:
                 self.emit("finished", id=ident, run_dir=str(run_dir), verdict={"label": "ok", "scores": {}},
                           seed=settings.get("seed"), steps=steps)
+        elif name == "blocks":
+            blocks = [{"module": m, "kind": "FakeBlock", "bypassable": m.endswith("mid_block")} for m in MODULES]
+            self.emit("blocks", id=ident, blocks=blocks)
         elif name == "decode":
             run_dir, step = Path(command["run_dir"]), int(command["step"])
             source = run_dir / "images" / f"step_{step:04d}_preview.png"

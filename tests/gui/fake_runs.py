@@ -15,9 +15,11 @@ MODULES = ["unet.conv_in", "unet.down_blocks.0", "unet.mid_block", "unet.up_bloc
 def write_fake_run(runs_dir: Path, steps: int = 5, seed: int = 7, finish: str | None = "done",
                    run_id: str | None = None, nan_at: int | None = None, settings: dict | None = None,
                    on_step: Callable[[Path, int], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None) -> Path:
+                   should_stop: Callable[[], bool] | None = None, capture: tuple[str, ...] = ()) -> Path:
     """A run of `steps` steps with latents, x0, previews and stats; finish=None leaves it 'running' (killed).
 
+    nan_at: NaN in the latents (and a NaN count in unet.mid_block's stats, its first anomaly) from that step;
+    capture: modules whose (8, 4, 4) float16 feature maps are saved as `fm/<module>` every step.
     on_step(run_dir, step) is called after each committed step; should_stop() → the run ends 'cancelled'.
     """
     settings = settings or {"prompt": f"a red circle on a blue background #{seed}", "seed": seed, "steps": steps,
@@ -33,13 +35,16 @@ def write_fake_run(runs_dir: Path, steps: int = 5, seed: int = 7, finish: str | 
         rows = []
         for i, module in enumerate(MODULES):
             value = float(np.nanmax(np.abs(latents))) * (i + 1)
+            nan = 16 if nan_at is not None and step >= nan_at and module == "unet.mid_block" else 0
             rows.append(StatRow("denoise", step, module, 0, seq, (1, 4, 16, 16), "float32", -value, value,
-                                0.0, value / 3, value, 0, 0))
+                                0.0, value / 3, value, nan, 0))
             seq += 1
         writer.add_stats(rows)
         preview = (np.clip(np.nan_to_num(latents[:3]).transpose(1, 2, 0) / 4 + 0.5, 0, 1) * 255).astype(np.uint8)
         info = StepInfo(step, 999.0 - step * 50, None, 0.01, 1, 1, None, "rss")
-        writer.add_step(info, {"latents": latents, "x0": latents * 0.5}, {"preview": preview})
+        maps = {f"fm/{m}": (rng.standard_normal((8, 4, 4)) * (k + 1)).astype(np.float16)
+                for k, m in enumerate(capture)}
+        writer.add_step(info, {"latents": latents, "x0": latents * 0.5, **maps}, {"preview": preview})
         if on_step is not None:
             on_step(writer.path, step)
         if should_stop is not None and should_stop():
@@ -53,6 +58,8 @@ def write_fake_run(runs_dir: Path, steps: int = 5, seed: int = 7, finish: str | 
         image[..., 2] = 1.0
         image[16:48, 16:48, 0] = 1.0
         writer.save_image("final", image)
-        writer.set_verdict({"label": "ok", "scores": {"std": 0.3}}, None)
+        anomaly = None if nan_at is None else {"phase": "denoise", "step": nan_at, "module": "unet.mid_block",
+                                               "kind": "nan"}
+        writer.set_verdict({"label": "ok" if anomaly is None else "nan", "scores": {"std": 0.3}}, anomaly)
     writer.finish(finish, 0.5)
     return writer.path

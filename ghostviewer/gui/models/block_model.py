@@ -1,0 +1,133 @@
+"""The pipeline's blocks and what the user ticked on them: bypass (with an optional step range), capture; the
+first anomaly of the shown run; and the module in focus (shared by the tree, the heat map and the feature maps)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+StepRange = tuple[int | None, int | None]  # [start, end) denoising steps; None: open
+
+
+@dataclass(frozen=True)
+class BlockInfo:
+    module: str
+    kind: str
+    bypassable: bool
+
+    @property
+    def component(self) -> str:
+        return self.module.split(".", 1)[0]
+
+
+def not_bypassable_reason(block: BlockInfo) -> str:
+    return (f"A {block.kind} cannot be bypassed: its output does not have its input's shape (or it is not a "
+            "residual block), so passing the input through is not an identity. Bypass a block inside it.")
+
+
+def parse_range(text: str) -> StepRange:
+    """'' or 'all' → (None, None); '5:12', ':8', '3:' → a range; ValueError on anything else."""
+    text = text.strip().lower()
+    if text in ("", "all", ":"):
+        return (None, None)
+    start, sep, end = text.partition(":")
+    if not sep:
+        raise ValueError(f"steps must look like START:END, e.g. 0:10, not {text!r}")
+    first, last = (int(start) if start.strip() else None), (int(end) if end.strip() else None)
+    if (first is not None and first < 0) or (last is not None and last < 0):
+        raise ValueError("steps cannot be negative")
+    if first is not None and last is not None and last <= first:
+        raise ValueError(f"the step range {text} is empty")
+    return (first, last)
+
+
+def format_range(steps: StepRange) -> str:
+    start, end = steps
+    if start is None and end is None:
+        return "all"
+    return f"{'' if start is None else start}:{'' if end is None else end}"
+
+
+class BlockModel(QObject):
+    blocksChanged = Signal()
+    bypassChanged = Signal()
+    captureChanged = Signal()
+    anomalyChanged = Signal(str)  # the module of the shown run's first anomaly ("" when none)
+    moduleSelected = Signal(str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.blocks: list[BlockInfo] = []
+        self.bypass: dict[str, StepRange] = {}
+        self.capture: set[str] = set()
+        self.capture_attention = False  # cross-attention maps per token and self-attention entropy
+        self.anomaly = ""
+        self.selected = ""
+
+    def set_blocks(self, blocks: list[dict[str, Any]]) -> None:
+        """The engine's `blocks` event payload; ticks on blocks the new pipeline lacks are dropped."""
+        self.blocks = [BlockInfo(str(b["module"]), str(b.get("kind", "")), bool(b.get("bypassable")))
+                       for b in blocks if isinstance(b, dict) and b.get("module")]
+        known = {b.module for b in self.blocks}
+        self.bypass = {m: r for m, r in self.bypass.items() if m in known}
+        self.capture &= known
+        self.blocksChanged.emit()
+
+    def block(self, module: str) -> BlockInfo | None:
+        return next((b for b in self.blocks if b.module == module), None)
+
+    def set_bypass(self, module: str, on: bool, steps: StepRange | None = None) -> bool:
+        """Tick or untick a bypass; False (nothing changes) for a block that cannot be bypassed."""
+        block = self.block(module)
+        if on and (block is None or not block.bypassable):
+            return False
+        if on:
+            new = steps if steps is not None else self.bypass.get(module, (None, None))
+            if self.bypass.get(module) == new:
+                return True
+            self.bypass[module] = new
+        elif self.bypass.pop(module, None) is None:
+            return True
+        self.bypassChanged.emit()
+        return True
+
+    def set_capture(self, module: str, on: bool) -> None:
+        if on == (module in self.capture):
+            return
+        if on:
+            self.capture.add(module)
+        else:
+            self.capture.discard(module)
+        self.captureChanged.emit()
+
+    def set_capture_attention(self, on: bool) -> None:
+        if bool(on) != self.capture_attention:
+            self.capture_attention = bool(on)
+            self.captureChanged.emit()
+
+    def clear_ticks(self) -> None:
+        if self.bypass or self.capture:
+            self.bypass, self.capture = {}, set()
+            self.bypassChanged.emit()
+            self.captureChanged.emit()
+
+    def set_anomaly(self, module: str) -> None:
+        if module != self.anomaly:
+            self.anomaly = module
+            self.anomalyChanged.emit(module)
+
+    def select(self, module: str) -> None:
+        if module != self.selected:
+            self.selected = module
+            self.moduleSelected.emit(module)
+
+    def run_fields(self) -> dict[str, Any]:
+        """`bypass`, `capture` and `capture_attention` for the next queued run's settings (RunSettings specs,
+        in block order)."""
+        order = {b.module: i for i, b in enumerate(self.blocks)}
+        bypass = sorted(self.bypass, key=lambda m: order.get(m, len(order)))
+        specs = [m if self.bypass[m] == (None, None) else f"{m}@{format_range(self.bypass[m])}" for m in bypass]
+        return {"bypass": specs, "capture": sorted(self.capture, key=lambda m: order.get(m, len(order))),
+                "capture_attention": self.capture_attention}

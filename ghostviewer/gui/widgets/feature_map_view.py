@@ -1,0 +1,141 @@
+"""Feature maps of the module in focus at the timeline's step: a grid of channels (shared or per-channel
+normalisation, a colour map), a histogram of the values, per-channel statistics in the tooltip. Bound to
+TimelineModel and BlockModel; says so plainly when the module was not captured."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+from ghostviewer.gui import messages
+from ghostviewer.gui.feature_maps import (
+    FM_PREFIX,
+    ChannelGrid,
+    captured_modules,
+    channel_grid,
+    channel_stats,
+    histogram,
+)
+from ghostviewer.gui.heatmap_data import array_summary, fmt
+from ghostviewer.gui.models.block_model import BlockModel
+from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.gui.widgets.image_pane import BACKGROUND
+from ghostviewer.record import RecordError
+
+COLORMAPS = ("viridis", "inferno", "CET-D1", "CET-L1")
+NORMS = ("shared", "per channel")
+
+
+class FeatureMapView(QWidget):
+    def __init__(self, timeline: TimelineModel, blocks: BlockModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.timeline, self.blocks = timeline, blocks
+        self.title = QLabel()
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.norm = QComboBox(toolTip="One colour scale for all channels, or one per channel")
+        self.norm.addItems(list(NORMS))
+        self.cmap = QComboBox(toolTip="Colour map")
+        self.cmap.addItems(list(COLORMAPS))
+        self.message = QLabel(wordWrap=True)
+        self.message.setStyleSheet("color: #e0a000; padding: 6px")
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("normalise"))
+        bar.addWidget(self.norm)
+        bar.addWidget(self.cmap)
+        bar.addStretch(1)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground(BACKGROUND)
+        self.view = self.canvas.addViewBox(row=0, col=0, lockAspect=True, invertY=True, enableMouse=False)
+        self.view.setMenuEnabled(False)
+        self.image = pg.ImageItem()
+        self.view.addItem(self.image)
+        self.hist = self.canvas.addPlot(row=1, col=0)
+        self.hist.setMaximumHeight(90)
+        self.hist.setMouseEnabled(x=False, y=False)
+        self.hist.hideButtons()
+        self.hist.getAxis("left").setStyle(showValues=False)
+        self.bars = self.hist.plot(stepMode="center", fillLevel=0, brush=(120, 170, 255, 150), pen="#78aaff")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.title)
+        layout.addLayout(bar)
+        layout.addWidget(self.message)
+        layout.addWidget(self.canvas, 1)
+        self.module = ""
+        self.fm: np.ndarray | None = None
+        self.grid: ChannelGrid | None = None
+        self._stats: dict[str, np.ndarray] = {}
+        self.norm.currentTextChanged.connect(lambda _t: self._draw())
+        self.cmap.currentTextChanged.connect(lambda _t: self._draw())
+        self.canvas.scene().sigMouseMoved.connect(self._on_hover)
+        timeline.runChanged.connect(self.reload)
+        timeline.stepChanged.connect(lambda _s: self.reload())
+        blocks.moduleSelected.connect(lambda _m: self.reload())
+        self.reload()
+
+    @property
+    def captured(self) -> bool:
+        return self.fm is not None
+
+    def reload(self) -> None:
+        record, info = self.timeline.record, self.timeline.step_info()
+        tensors: dict[str, np.ndarray] = {}
+        if record is not None and info is not None:
+            try:
+                tensors = record.step_tensors(int(info.index))
+            except RecordError:
+                tensors = {}
+        available = captured_modules(tensors)
+        module = self.blocks.selected or (available[0] if available else "")
+        self.module = module
+        self.fm = tensors.get(FM_PREFIX + module) if module else None
+        step = "" if info is None else f" @ step {info.index}"
+        self.title.setText(f"<b>{module or 'no block selected'}</b>{step}")
+        if record is None:
+            self._show_message("No run shown.")
+        elif not module:
+            self._show_message("Select a block in the tree or a cell of the heat map.")
+        elif self.fm is None:
+            self._show_message(messages.FM_NOT_CAPTURED.format(module=module))
+        else:
+            self.message.hide()
+            self._stats = channel_stats(self.fm)
+        self._draw()
+
+    def _show_message(self, text: str) -> None:
+        self.message.setText(text)
+        self.message.show()
+
+    def _draw(self) -> None:
+        if self.fm is None:
+            self.grid = None
+            self.image.clear()
+            self.bars.setData([0, 1], [0])
+            return
+        lut = pg.colormap.get(self.cmap.currentText()).getLookupTable(nPts=256, alpha=False)
+        self.grid = channel_grid(self.fm, lut, self.norm.currentText() == "per channel")
+        self.image.setImage(self.grid.image, autoLevels=False, levels=(0, 255))
+        self.view.autoRange(padding=0.01)
+        edges, counts = histogram(self.fm)
+        if counts.size:
+            self.bars.setData(edges, counts)
+        else:
+            self.bars.setData([0, 1], [0])
+        self.canvas.setToolTip(array_summary(self.fm))
+
+    def channel_tooltip(self, channel: int) -> str:
+        s = self._stats
+        return (f"channel {channel}: min {fmt(s['min'][channel])} · max {fmt(s['max'][channel])} · "
+                f"mean {fmt(s['mean'][channel])} · std {fmt(s['std'][channel])}"
+                + (f" · NaN {int(s['nan'][channel])}" if s["nan"][channel] else "")
+                + (f" · Inf {int(s['inf'][channel])}" if s["inf"][channel] else ""))
+
+    def _on_hover(self, scene_pos: QPointF) -> None:
+        if self.grid is None or self.fm is None:
+            return
+        point = self.image.mapFromScene(scene_pos)
+        channel = self.grid.channel_at(point.x(), point.y())
+        summary = array_summary(self.fm)
+        self.canvas.setToolTip(summary if channel is None else f"{self.channel_tooltip(channel)}\n{summary}")
