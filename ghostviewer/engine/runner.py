@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from ghostviewer.engine.anomaly import AnomalyDetector
-from ghostviewer.engine.async_writer import AsyncRunWriter
 from ghostviewer.engine.environment import describe_environment
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.faults import make_fault
@@ -137,7 +136,7 @@ def _execute(
     pipe = loaded.pipe
     tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture)))  # type: ignore[arg-type]
     environment = {**describe_environment(loaded.device), "pipeline": describe_source(loaded)}
-    writer = AsyncRunWriter(RunWriter.create(Path(runs_dir), settings.to_dict(), environment))
+    writer = RunWriter.create(Path(runs_dir), settings.to_dict(), environment)
     emit = on_progress or (lambda _event: None)
     for note in notes:
         writer.event("settings", note)
@@ -187,9 +186,8 @@ def _execute(
             mem_peak=after.peak,
             mem_kind=after.kind,
         )
-        # Previews go into the step's safetensors as uint8 RGB (a PNG per step would cost more than the step),
-        # computed on the record worker thread like the rest of the step's writing.
-        writer.then(lambda: tensors.update(preview=preview(x0), latents_preview=preview(latents)))
+        # Previews go into the step's safetensors as uint8 RGB: a PNG per step would cost more than the step.
+        tensors.update(preview=preview(x0), latents_preview=preview(latents))
         writer.add_step(info, tensors)
         state.update(mark=time.perf_counter(), mem=after, x0=None)
         reset_peak(loaded.device)
@@ -200,7 +198,7 @@ def _execute(
             "steps": settings.steps,
             "first_anomaly": detector.first,
         }
-        writer.then(lambda: emit(step_event))  # announced once the step is on disk
+        emit(step_event)  # the step is committed: readers of the record can show it
         tracer.step = index + 1
         if cancel is not None and cancel.is_cancelled():
             raise RunCancelled()
@@ -238,7 +236,6 @@ def _execute(
             commit_rows()  # the decode phase
     except RunCancelled:
         commit_rows()
-        writer = writer.close()
         writer.event("run", "cancelled by the user", level="warning")
         writer.finish("cancelled", time.perf_counter() - started)
         emit({"event": "cancelled", "run_dir": str(writer.path)})
@@ -247,18 +244,15 @@ def _execute(
             "status": "cancelled",
         }
     except GhostError as exc:
-        writer = writer.close()
         writer.event("run", str(exc), level="error")
         writer.finish("failed", time.perf_counter() - started, error=str(exc))
         raise
     except Exception as exc:  # the pipeline itself broke: keep the record, report it
         message = f"{type(exc).__name__}: {exc}"
-        writer = writer.close()
         writer.event("run", message, level="error")
         writer.finish("failed", time.perf_counter() - started, error=message)
         emit({"event": "failed", "run_dir": str(writer.path), "error": message})
         raise RunFailed(message, writer.path) from exc
-    writer = writer.close()
     image = np.asarray(output.images[0], dtype=np.float32)
     verdict = image_verdict(image)
     image_path = writer.save_image("final", image)

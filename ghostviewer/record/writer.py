@@ -80,7 +80,7 @@ class RunWriter:
             raise RecordError(f"cannot create runs folder {runs_dir}: {exc.strerror or exc}") from exc
         path = cls._make_folder(runs_dir, run_id)
         try:
-            conn = sqlite3.connect(path / schema.DB_NAME, timeout=5.0, check_same_thread=False)
+            conn = sqlite3.connect(path / schema.DB_NAME, timeout=5.0)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             schema.create_tables(conn)

@@ -90,11 +90,12 @@ class StatsHeatmap(QWidget):
 
     # -- data -------------------------------------------------------------------------------------
     def _on_steps(self, _count: int) -> None:
+        # Re-reading every row and redrawing the grid costs tens of milliseconds on the GUI thread; during a
+        # live run that would stall the window once a refresh, so the grid fills in when the run ends.
         if self.timeline.live:
-            if not self._pending.isActive():
-                self._pending.start()
-        else:
-            self.reload()
+            return
+        if not self._pending.isActive():
+            self._pending.start()
 
     def reload(self) -> None:
         record = self.timeline.record
