@@ -7,37 +7,21 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from ghostviewer.gui.app_settings import AppSettings
+from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window, run_job
 
-DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo-pipeline" / "model_index.json"
-pytestmark = pytest.mark.skipif(not DEMO.is_file(), reason="the demo pipeline is not built (resources/)")
-RUN_TIMEOUT_MS = 90_000
+pytestmark = needs_demo
 
 
 @pytest.fixture(scope="module")
 def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
-    from ghostviewer.gui.app import create_window
-
-    root = tmp_path_factory.mktemp("gui-engine")
-    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
-    window.state.history.set_runs_dir(root / "runs")
-    window.show()
-    window.state.controller.start_engine()  # after show(), as app.main does
-    window.started_before_ready = window.state.engine.state == "starting"  # type: ignore[attr-defined]
-    yield window
-    window.state.controller.shutdown()
-    window.close()
+    yield from open_live_window(tmp_path_factory, "gui-engine")
 
 
 def _run(qtbot, win, **prompt) -> object:  # noqa: ANN001
-    win.state.prompt.update(**prompt)
-    win.actions.run.trigger()
-    job = win.state.queue.jobs()[-1]
-    qtbot.waitUntil(lambda: job.finished, timeout=RUN_TIMEOUT_MS)
+    job = run_job(qtbot, win, **prompt)
     return job
 
 

@@ -5,41 +5,26 @@ captured feature maps are shown. One window and engine for the module; the tests
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
 
-from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.replay_check import compare_runs
 from ghostviewer.gui.widgets.block_tree import CAPTURE, NAME
+from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window, run_job
 
-DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo-pipeline" / "model_index.json"
-pytestmark = pytest.mark.skipif(not DEMO.is_file(), reason="the demo pipeline is not built (resources/)")
-RUN_TIMEOUT_MS = 90_000
+pytestmark = needs_demo
 BLOCK = "unet.mid_block.attentions.0"  # Transformer2DModel: shape-preserving
 FAULTY = "unet.down_blocks.1.attentions.0"  # where short-prompt-attention strikes
 
 
 @pytest.fixture(scope="module")
 def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
-    from ghostviewer.gui.app import create_window
-
-    root = tmp_path_factory.mktemp("gui-inside")
-    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
-    window.state.history.set_runs_dir(root / "runs")
-    window.show()
-    window.state.controller.start_engine()
-    yield window
-    window.state.controller.shutdown()
-    window.close()
+    yield from open_live_window(tmp_path_factory, "gui-inside")
 
 
 def _run(qtbot, win, **prompt) -> object:  # noqa: ANN001
-    win.state.prompt.update(**prompt)
-    win.actions.run.trigger()
-    job = win.state.queue.jobs()[-1]
-    qtbot.waitUntil(lambda: job.finished, timeout=RUN_TIMEOUT_MS)
+    job = run_job(qtbot, win, **prompt)
     assert job.status == "done", job.error
     return job
 

@@ -22,7 +22,7 @@ from ghostviewer.gui.feature_maps import ChannelGrid, channel_grid
 from ghostviewer.gui.heatmap_data import array_summary
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.widgets.image_pane import BACKGROUND
+from ghostviewer.gui.widgets.image_pane import image_canvas
 from ghostviewer.record import RecordError
 
 ALL_LAYERS = "all layers (mean)"
@@ -46,12 +46,7 @@ class AttentionView(QWidget):
         bar = QHBoxLayout()
         bar.addWidget(self.layer, 1)
         bar.addWidget(self.whole_run)
-        self.canvas = pg.GraphicsLayoutWidget()
-        self.canvas.setBackground(BACKGROUND)
-        self.view = self.canvas.addViewBox(row=0, col=0, lockAspect=True, invertY=True, enableMouse=False)
-        self.view.setMenuEnabled(False)
-        self.image = pg.ImageItem()
-        self.view.addItem(self.image)
+        self.canvas, self.view, self.image = image_canvas()
         self.grid: ChannelGrid | None = None
         self._labels: list[pg.TextItem] = []
         layout = QVBoxLayout(self)

@@ -21,7 +21,7 @@ from ghostviewer.gui.feature_maps import (
 from ghostviewer.gui.heatmap_data import array_summary, fmt
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.widgets.image_pane import BACKGROUND
+from ghostviewer.gui.widgets.image_pane import image_canvas
 from ghostviewer.record import RecordError
 
 COLORMAPS = ("viridis", "inferno", "CET-D1", "CET-L1")
@@ -45,12 +45,7 @@ class FeatureMapView(QWidget):
         bar.addWidget(self.norm)
         bar.addWidget(self.cmap)
         bar.addStretch(1)
-        self.canvas = pg.GraphicsLayoutWidget()
-        self.canvas.setBackground(BACKGROUND)
-        self.view = self.canvas.addViewBox(row=0, col=0, lockAspect=True, invertY=True, enableMouse=False)
-        self.view.setMenuEnabled(False)
-        self.image = pg.ImageItem()
-        self.view.addItem(self.image)
+        self.canvas, self.view, self.image = image_canvas()
         self.hist = self.canvas.addPlot(row=1, col=0)
         self.hist.setMaximumHeight(90)
         self.hist.setMouseEnabled(x=False, y=False)

@@ -35,3 +35,14 @@ class ImagePane(pg.GraphicsLayoutWidget):
         title = title or self.default_title
         if title != self.title.text:
             self.title.setText(title)
+
+
+def image_canvas() -> tuple[pg.GraphicsLayoutWidget, pg.ViewBox, pg.ImageItem]:
+    """A dark canvas with one aspect-locked, top-down view holding an image (grids of maps use it)."""
+    canvas = pg.GraphicsLayoutWidget()
+    canvas.setBackground(BACKGROUND)
+    view = canvas.addViewBox(row=0, col=0, lockAspect=True, invertY=True, enableMouse=False)
+    view.setMenuEnabled(False)
+    image = pg.ImageItem()
+    view.addItem(image)
+    return canvas, view, image
