@@ -1,5 +1,6 @@
 """README screenshots of the real window on real demo runs: resources/readme/gui-main.png, gui-ghost.png and
-gui-inside.png (block tree, stats heat map and feature maps on a ghost-lab fault), gui-attention.png.
+gui-inside.png (block tree, stats heat map and feature maps on a ghost-lab fault), gui-attention.png,
+gui-embeddings.png (prompt embeddings and the run's event log).
 
 Run under a real X server (Xvfb) so fonts and styles are the ones users see:
     apt-get install -y xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
@@ -109,6 +110,18 @@ def attention_shot(window, path: Path) -> None:  # noqa: ANN001
     print(f"wrote {path}")
 
 
+def embeddings_shot(window, path: Path) -> None:  # noqa: ANN001
+    """The last run's prompt tokens in 2-D (final hidden states) and its event log next to the app log."""
+    docks = {d.windowTitle(): d for d in window.docks}
+    window.tabifyDockWidget(docks["Attention"], docks["Embeddings"])
+    docks["Embeddings"].raise_()
+    docks["Run events"].raise_()
+    window.embeddings.source.setCurrentText("final hidden states")
+    settle(1.0)
+    window.grab().save(str(path))
+    print(f"wrote {path}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
@@ -150,6 +163,7 @@ def main() -> int:
         if "short-prompt-attention" in faults:
             inside_shot(window, args.out / "gui-inside.png")
             attention_shot(window, args.out / "gui-attention.png")
+            embeddings_shot(window, args.out / "gui-embeddings.png")
         window.close()
         app.processEvents()
     finally:

@@ -19,6 +19,7 @@ from ghostviewer.gui.models.prompt_model import PromptModel
 from ghostviewer.gui.models.queue_model import Job, QueueModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.replay_check import compare_runs, describe_divergence
+from ghostviewer.gui.run_summary import run_end_lines
 from ghostviewer.record import RecordError, RunRecord
 
 log = logging.getLogger("ghostviewer.gui")
@@ -219,6 +220,9 @@ class RunController(QObject):
         self.queue.update(job.id, status=status, run_dir=run_dir, error=error,
                           verdict=verdict.get("label") if isinstance(verdict, dict) else None)
         self._after_run(job, engine_died=False)
+        if status == "done" and run_dir:
+            for line in run_end_lines(str(run_dir)):
+                log.info("run %s %s", Path(run_dir).name, line)
         if status == "failed":
             self.reporter.report(messages.RUN_FAILED.format(message=error or "unknown error"))
         if job.replay_of:

@@ -23,6 +23,7 @@ from ghostviewer.gui.actions import build_menus, create_actions
 from ghostviewer.gui.app_state import AppState
 from ghostviewer.gui.widgets.attention_view import AttentionView
 from ghostviewer.gui.widgets.block_tree import BlockTree
+from ghostviewer.gui.widgets.embeddings_view import EmbeddingsView
 from ghostviewer.gui.widgets.feature_map_view import FeatureMapView
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.gui.widgets.log_panel import LogPanel
@@ -30,6 +31,7 @@ from ghostviewer.gui.widgets.memory_label import MemoryLabel
 from ghostviewer.gui.widgets.pipeline_panel import PipelinePanel
 from ghostviewer.gui.widgets.prompt_panel import PromptPanel
 from ghostviewer.gui.widgets.queue_panel import QueuePanel
+from ghostviewer.gui.widgets.run_events import RunEventsView
 from ghostviewer.gui.widgets.run_header import RunHeader
 from ghostviewer.gui.widgets.stat_plot import StatPlot
 from ghostviewer.gui.widgets.stats_heatmap import StatsHeatmap
@@ -63,6 +65,8 @@ class MainWindow(QMainWindow):
         self.heatmap = StatsHeatmap(s.timeline, s.blocks)
         self.feature_maps = FeatureMapView(s.timeline, s.blocks)
         self.attention = AttentionView(s.timeline, s.blocks)
+        self.run_events = RunEventsView(s.timeline)
+        self.embeddings = EmbeddingsView(s.timeline)
         top = QWidget()
         column = QVBoxLayout(top)
         column.setContentsMargins(0, 0, 0, 0)
@@ -86,6 +90,8 @@ class MainWindow(QMainWindow):
             self._dock("Heat map", self.heatmap, Qt.DockWidgetArea.RightDockWidgetArea),
             self._dock("Feature maps", self.feature_maps, Qt.DockWidgetArea.RightDockWidgetArea),
             self._dock("Attention", self.attention, Qt.DockWidgetArea.RightDockWidgetArea),
+            self._dock("Run events", self.run_events, Qt.DockWidgetArea.BottomDockWidgetArea),
+            self._dock("Embeddings", self.embeddings, Qt.DockWidgetArea.RightDockWidgetArea),
         ]
         self.resizeDocks(self.docks[:3], [170, 330, 220], Qt.Orientation.Vertical)
         self.resizeDocks([self.docks[0], self.docks[3]], [320, 340], Qt.Orientation.Horizontal)
@@ -131,6 +137,7 @@ class MainWindow(QMainWindow):
         c.sigMessage.connect(lambda text: self.statusBar().showMessage(text, 10000))
         c.sigEngineState.connect(lambda state: self.engine_label.setText(ENGINE_WORDS.get(state, state)))
         s.reporter.sigReported.connect(lambda text: self.statusBar().showMessage(text, 15000))
+        t.runChanged.connect(self._forget_anomaly_message)
         self._tabs_pending = not self._restore_layout()
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
@@ -140,6 +147,9 @@ class MainWindow(QMainWindow):
             self.tabifyDockWidget(self.docks[3], self.docks[5])  # runs history | blocks
             self.tabifyDockWidget(self.docks[6], self.docks[7])  # heat map | feature maps | attention
             self.tabifyDockWidget(self.docks[7], self.docks[8])
+            self.tabifyDockWidget(self.docks[8], self.docks[10])  # attention | embeddings
+            self.tabifyDockWidget(self.docks[4], self.docks[9])  # log | run events
+            self.docks[4].raise_()
             self.docks[3].raise_()
             self.docks[6].raise_()
 
@@ -156,6 +166,11 @@ class MainWindow(QMainWindow):
         for source in self.state.pipeline.recent:
             label = "demo pipeline" if source == "demo" else source
             self.recent_menu.addAction(label, lambda source=source: self.state.pipeline.set_source(source))
+
+    def _forget_anomaly_message(self) -> None:
+        """The previous run's "First anomaly: …" must not stay in the status bar over another run."""
+        if self.statusBar().currentMessage().startswith(messages.ANOMALY_PREFIX):
+            self.statusBar().clearMessage()
 
     def _open_job(self, job_id: int) -> None:
         job = self.state.queue.job(job_id)

@@ -25,5 +25,6 @@ REPLAY_UNCHECKED = "Replay of seed {seed} did not finish ({status}); nothing to 
 UNEXPECTED = "Something went wrong inside GhostViewer: {message}. The details are in the log."
 RUNS_DIR_CHANGED = "Runs folder: {path}"
 NO_ANOMALY = "The shown run has no anomaly (no NaN/Inf, no fp16 overflow, no collapse or explosion)."
-ANOMALY_AT = "First anomaly: {kind} at {phase} step {step} in {module}."
+ANOMALY_PREFIX = "First anomaly:"
+ANOMALY_AT = ANOMALY_PREFIX + " {kind} at {phase} step {step} in {module}."
 FM_NOT_CAPTURED = "{module}: not captured — tick Capture in the block tree and re-run."

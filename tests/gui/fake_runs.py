@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -12,20 +12,37 @@ from ghostviewer.record import RunWriter, StatRow, StepInfo
 MODULES = ["unet.conv_in", "unet.down_blocks.0", "unet.mid_block", "unet.up_blocks.0", "unet.conv_out"]
 
 
+def write_prompt(writer: RunWriter, prompt: str, dim: int, rng: np.random.Generator) -> None:
+    labels = ["<|startoftext|>", *prompt.split(), "<|endoftext|>"]
+    ids = list(range(49406, 49406 + len(labels)))
+    embeddings = rng.standard_normal((len(labels), dim)).astype(np.float32)
+    hidden = np.tanh(embeddings[::-1] * 2.0).astype(np.float32)  # a different layout than the inputs
+    writer.save_tensors("prompt", {"ids": np.asarray(ids, np.int64), "input_embeddings": embeddings,
+                                   "last_hidden_state": hidden})
+    writer.event("prompt", f"{len(ids)} tokens: {' '.join(labels)}", ids=ids, tokens=labels, labels=labels)
+
+
 def write_fake_run(runs_dir: Path, steps: int = 5, seed: int = 7, finish: str | None = "done",
                    run_id: str | None = None, nan_at: int | None = None, settings: dict | None = None,
                    on_step: Callable[[Path, int], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None, capture: tuple[str, ...] = ()) -> Path:
+                   should_stop: Callable[[], bool] | None = None, capture: tuple[str, ...] = (),
+                   events: Sequence[tuple[str, str, str]] = (), prompt_dim: int = 0) -> Path:
     """A run of `steps` steps with latents, x0, previews and stats; finish=None leaves it 'running' (killed).
 
     nan_at: NaN in the latents (and a NaN count in unet.mid_block's stats, its first anomaly) from that step;
     capture: modules whose (8, 4, 4) float16 feature maps are saved as `fm/<module>` every step.
+    events: (kind, level, message) logged before the first step; prompt_dim > 0: a "prompt" event and tensors
+    (ids, input_embeddings, last_hidden_state of that width) for the prompt's words, as the engine writes them.
     on_step(run_dir, step) is called after each committed step; should_stop() → the run ends 'cancelled'.
     """
     settings = settings or {"prompt": f"a red circle on a blue background #{seed}", "seed": seed, "steps": steps,
                             "guidance": 7.5, "source": "demo", "device": "cpu"}
     writer = RunWriter.create(runs_dir, settings, {"device": "cpu"}, run_id=run_id)
     rng = np.random.default_rng(seed)
+    for kind, level, message in events:
+        writer.event(kind, message, level=level)
+    if prompt_dim:
+        write_prompt(writer, str(settings.get("prompt") or ""), prompt_dim, rng)
     latents = rng.standard_normal((4, 16, 16)).astype(np.float32)
     seq = 0
     for step in range(steps):

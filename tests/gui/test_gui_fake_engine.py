@@ -21,6 +21,8 @@ def test_queue_runs_and_follows_them(fake_window, qtbot) -> None:  # noqa: ANN00
     assert job.status == "done" and job.step == 6
     assert state.timeline.run_dir == job.run_dir and state.timeline.count == 6
     assert fake_window.timeline_bar.badge.kind == "ok"
+    qtbot.waitUntil(lambda: "first anomaly: none" in fake_window.log_panel.toPlainText(), timeout=5000)
+    assert f"run {Path(job.run_dir).name} verdict: ok" in fake_window.log_panel.toPlainText()
     qtbot.waitUntil(lambda: any(e.path == job.run_dir for e in state.history.entries), timeout=5000)
 
 

@@ -1,0 +1,75 @@
+"""The shown run's event log from its record: a search box (FTS5, or a substring when the query is not valid
+FTS), a level filter and a time/level/kind/message table. Bound to TimelineModel (follows the shown run)."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLineEdit,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.record import Event, RecordError
+
+LEVELS = ("all", "info", "warning", "error")
+COLUMNS = ("time", "level", "kind", "message")
+
+
+def event_time(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+
+
+class RunEventsView(QWidget):
+    def __init__(self, timeline: TimelineModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.timeline = timeline
+        self.search = QLineEdit(placeholderText="Search the run's events (words, prefix*, \"phrases\")",
+                                clearButtonEnabled=True)
+        self.level = QComboBox(toolTip="Show only events of this level")
+        self.level.addItems(LEVELS)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        bar = QHBoxLayout()
+        bar.addWidget(self.search, 1)
+        bar.addWidget(self.level)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(bar)
+        layout.addWidget(self.table, 1)
+        self.events: list[Event] = []
+        self.search.textChanged.connect(lambda _t: self.reload())
+        self.level.currentTextChanged.connect(lambda _t: self.reload())
+        timeline.runChanged.connect(self.reload)
+        timeline.statusChanged.connect(self.reload)
+        self.reload()
+
+    def reload(self) -> None:
+        record = self.timeline.record
+        level = self.level.currentText()
+        try:
+            self.events = [] if record is None else record.events(
+                search=self.search.text().strip() or None, level=None if level == "all" else level)
+        except RecordError:
+            self.events = []
+        self.table.setRowCount(len(self.events))
+        for row, event in enumerate(self.events):
+            cells = (event_time(event.t), event.level, event.kind, event.message)
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(event.message if col == 3 else text)
+                self.table.setItem(row, col, item)
