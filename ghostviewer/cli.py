@@ -157,7 +157,7 @@ def cmd_blocks(args: argparse.Namespace) -> int:
         _print_json(result)
     else:
         for block in result["blocks"]:
-            mark = "bypassable" if block["bypassable"] else ""
+            mark = f"bypassable ({block['bypass'].replace('_', ' ')})" if block["bypassable"] else ""
             print(f"{block['module']:<56} {block['kind']:<28} {mark}")
     return EXIT_OK
 

@@ -77,8 +77,14 @@ def test_blocks_json(capsys) -> None:
     code, out, _ = _cli(capsys, "blocks", "--pipeline", "demo", "--json")
     assert code == 0
     blocks = {b["module"]: b for b in json.loads(out)["blocks"]}
-    assert blocks["unet.down_blocks.0"] == {"module": "unet.down_blocks.0", "kind": "DownBlock2D", "bypassable": False}
-    assert blocks["unet.mid_block.resnets.0"]["bypassable"] is True
+    assert blocks["unet.down_blocks.0"] == {
+        "module": "unet.down_blocks.0",
+        "kind": "DownBlock2D",
+        "bypassable": False,
+        "bypass": None,
+    }
+    assert blocks["unet.mid_block.resnets.0"]["bypass"] == "identity"
+    assert blocks["unet.up_blocks.1.resnets.0"]["bypass"] == "zero_residual"  # takes the skip concatenation
     assert blocks["text_encoder.encoder.layers.1"]["kind"] == "CLIPEncoderLayer"
     assert any(name.startswith("vae.decoder.") for name in blocks)
 

@@ -52,8 +52,10 @@ class Block:
     component: str
     phase: str
 
+    bypass: str | None = None  # 'identity' or 'zero_residual' (see bypass_mode)
+
     def to_json(self) -> dict[str, object]:
-        return {"module": self.module, "kind": self.kind, "bypassable": self.bypassable}
+        return {"module": self.module, "kind": self.kind, "bypassable": self.bypassable, "bypass": self.bypass}
 
 
 def pipeline_components(pipe: object) -> dict[str, nn.Module]:
@@ -69,18 +71,22 @@ def phase_of(path: str) -> str:
     return PHASE_OF_COMPONENT.get(component, "denoise" if component.startswith(DENOISERS) else "encode")
 
 
-def is_bypassable(module: nn.Module) -> bool:
+def bypass_mode(module: nn.Module) -> str | None:
+    """How a block is bypassed: 'identity' (output = input), 'zero_residual' (a resnet whose shortcut changes
+    the channels keeps only that shortcut: output = conv_shortcut(input) / output_scale_factor), or None."""
     kind = type(module).__name__
     if kind in _RESIDUAL_KINDS:
-        return True
-    if kind == "ResnetBlock2D":
-        # Identity only when channels and resolution are kept.
-        return (
-            getattr(module, "in_channels", None) == getattr(module, "out_channels", None)
-            and not getattr(module, "up", False)
-            and not getattr(module, "down", False)
-        )
-    return False
+        return "identity"
+    if kind == "ResnetBlock2D" and not getattr(module, "up", False) and not getattr(module, "down", False):
+        if getattr(module, "conv_shortcut", None) is not None:
+            return "zero_residual"
+        if getattr(module, "in_channels", None) == getattr(module, "out_channels", None):
+            return "identity"
+    return None
+
+
+def is_bypassable(module: nn.Module) -> bool:
+    return bypass_mode(module) is not None
 
 
 def _is_container(module: nn.Module) -> bool:
@@ -114,7 +120,14 @@ def iter_modules(pipe: object, depth: Depth = "block") -> Iterator[tuple[str, nn
 
 def discover_blocks(pipe: object) -> list[Block]:
     return [
-        Block(path, type(module).__name__, is_bypassable(module), path.split(".", 1)[0], phase_of(path))
+        Block(
+            path,
+            type(module).__name__,
+            is_bypassable(module),
+            path.split(".", 1)[0],
+            phase_of(path),
+            bypass_mode(module),
+        )
         for path, module in iter_modules(pipe, "block")
     ]
 

@@ -181,3 +181,15 @@ def test_prompt_tokens_and_attention_maps_are_recorded(demo_loaded, runs_dir: Pa
     maps = {k: v for k, v in record.step_tensors(2).items() if k.startswith("attn/")}
     assert "attn/unet.mid_block.attentions.0.transformer_blocks.0.attn2" in maps
     assert all(m.ndim == 3 and (m >= 0).all() for m in maps.values())
+
+
+def test_zero_residual_bypass_keeps_only_the_shortcut(demo_loaded, runs_dir: Path) -> None:
+    module = "unet.up_blocks.1.resnets.0"  # its shortcut maps the skip concatenation to fewer channels
+    plain = _run(demo_loaded, runs_dir, seed=1, steps=6)
+    bypassed = _run(demo_loaded, runs_dir, seed=1, steps=6, bypass=(module,), capture=(module,))
+    assert not np.array_equal(_pixels(plain), _pixels(bypassed))
+    record = RunRecord(Path(bypassed["run_dir"]))
+    row = record.stats(module, step=3)[0]
+    assert row.shape[1] == demo_loaded.pipe.unet.up_blocks[1].resnets[0].out_channels
+    assert np.isfinite(record.step_tensors(3)[f"fm/{module}"]).all()
+    assert_no_leftovers(demo_loaded.pipe)

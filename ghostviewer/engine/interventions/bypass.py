@@ -1,8 +1,12 @@
 """Bypass: a block passes its input straight through, optionally only for a range of denoising steps.
 
-Identity where the block's output has its input's shape (residual blocks, transformer blocks, mid blocks);
-other blocks are refused with a message that names bypassable ones inside them. The block still runs and its
-output is replaced, so the module's return convention (tensor, tuple, output dataclass) is kept whatever it is.
+Identity where the block's output has its input's shape (residual blocks, transformer blocks, mid blocks).
+A resnet whose shortcut changes the channel count (the U-Net's up blocks, which take the skip concatenation,
+and the first resnet of a wider level) gets the documented substitute "zero residual": only its shortcut
+path runs, `conv_shortcut(input) / output_scale_factor`, as if its residual branch had output zeros. Other
+blocks (whole down/up blocks, samplers, convolutions) are refused with a message naming bypassable ones inside.
+The block still runs and its output is replaced, so the module's return convention (tensor, tuple, output
+dataclass) is kept whatever it is.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ghostviewer.engine.blocks import is_bypassable, resolve_module
+from ghostviewer.engine.blocks import bypass_mode, is_bypassable, resolve_module
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.interventions.base import RunContext
 
@@ -98,13 +102,16 @@ class Bypass:
     def apply(self, ctx: RunContext) -> None:
         module = self.check(ctx.pipe)
         config = self.config
+        zero_residual = bypass_mode(module) == "zero_residual"
 
-        def hook(_module: nn.Module, args: tuple, kwargs: dict, output: object) -> object:
+        def hook(block: nn.Module, args: tuple, kwargs: dict, output: object) -> object:
             if not config.active_at(ctx.current_step()):
                 return output
             source = _main_input(args, kwargs)
             if source is None:
                 return output
+            if zero_residual:
+                source = block.conv_shortcut(source.contiguous()) / block.output_scale_factor
             return _replace_main_output(output, source)
 
         # Prepended so the tracer's hook on the same module sees the bypassed output.

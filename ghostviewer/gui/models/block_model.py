@@ -23,8 +23,9 @@ class BlockInfo:
 
 
 def not_bypassable_reason(block: BlockInfo) -> str:
-    return (f"A {block.kind} cannot be bypassed: its output does not have its input's shape (or it is not a "
-            "residual block), so passing the input through is not an identity. Bypass a block inside it.")
+    return (f"A {block.kind} cannot be bypassed: its output does not have its input's shape and it has no "
+            "shortcut path to keep (zero residual), so there is nothing sound to pass through. "
+            "Bypass a block inside it.")
 
 
 def parse_range(text: str) -> StepRange:
