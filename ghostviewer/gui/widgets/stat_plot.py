@@ -71,6 +71,8 @@ class StatPlot(QSplitter):
         total = self.timeline.settings.get("steps")
         if isinstance(total, int) and total > 1:  # a fixed x range: the run fills it as it goes
             self.plot.setXRange(0, total - 1, padding=0.02)
+        elif self.timeline.record is None:  # nothing shown: a plain step axis rather than autorange's ±500
+            self.plot.setRange(xRange=(0, 20), yRange=(0, 1), padding=0.02)
         else:
             self.plot.enableAutoRange(x=True)
         self._on_steps(self.timeline.count)

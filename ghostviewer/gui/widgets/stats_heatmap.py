@@ -111,6 +111,8 @@ class StatsHeatmap(QWidget):
         if grid is None or not grid.modules:
             self.image.clear()
             self.plot.getAxis("left").setTicks([[]])
+            self.plot.getAxis("bottom").setTicks(None)
+            self.plot.setRange(xRange=(0, 20), yRange=(0, 1), padding=0.02)
             self._mark()
             return
         values = grid_values(grid, stat)
