@@ -13,11 +13,13 @@ from typing import Any
 from ghostviewer.paths import default_runs_dir
 
 
-def _loaded(source: Any, device: str = "auto", dtype: str | None = None, allow_pickle: bool = False) -> Any:
+def _loaded(
+    source: Any, device: str = "auto", dtype: str | None = None, allow_pickle: bool = False, config: Any = None
+) -> Any:
     from ghostviewer.engine.loading import LoadedPipeline, component_dtypes, load_pipeline
 
     if isinstance(source, (str, Path)):
-        return load_pipeline(source, device=device, dtype=dtype, allow_pickle=allow_pickle)
+        return load_pipeline(source, device=device, dtype=dtype, allow_pickle=allow_pickle, config=config)
     pipe = source
     device_of = getattr(pipe, "device", None)
     return LoadedPipeline(
@@ -50,13 +52,14 @@ def run(
     capture_attention: bool = False,
     runs_dir: str | Path | None = None,
     allow_pickle: bool = False,
+    config: str | Path | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image)."""
     from ghostviewer.engine.runner import execute_run
     from ghostviewer.engine.settings import RunSettings
 
-    loaded = _loaded(source, device, dtype, allow_pickle)
+    loaded = _loaded(source, device, dtype, allow_pickle, config)
     settings = RunSettings(
         prompt=prompt,
         negative_prompt=negative,
@@ -78,11 +81,11 @@ def run(
     return execute_run(loaded, settings, Path(runs_dir) if runs_dir else default_runs_dir(), on_progress=on_progress)
 
 
-def blocks(source: Any = "demo", *, allow_pickle: bool = False) -> dict[str, Any]:
+def blocks(source: Any = "demo", *, allow_pickle: bool = False, config: str | Path | None = None) -> dict[str, Any]:
     """Every component's blocks: `{"blocks": [{"module", "kind", "bypassable"}, …]}`."""
     from ghostviewer.engine.blocks import discover_blocks
 
-    loaded = _loaded(source, device="cpu", allow_pickle=allow_pickle)
+    loaded = _loaded(source, device="cpu", allow_pickle=allow_pickle, config=config)
     return {"blocks": [block.to_json() for block in discover_blocks(loaded.pipe)]}
 
 

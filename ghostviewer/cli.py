@@ -40,6 +40,12 @@ def _add_source(p: argparse.ArgumentParser, required: bool = False) -> None:
         help="'demo', a diffusers folder, a .safetensors checkpoint or a cached hub id",
     )
     p.add_argument("--allow-pickle", action="store_true", help="allow .bin/.ckpt/.pt weights (they can run code)")
+    p.add_argument(
+        "--config",
+        metavar="DIR",
+        help="for a single-file checkpoint: a diffusers folder or cached hub "
+        "id of the same model family that supplies its configs, tokenizers and scheduler",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         faults=args.fault,
         trace_depth=args.trace_depth,
         capture_attention=args.capture_attention,
+        config=args.config,
         runs_dir=args.runs_dir,
         allow_pickle=args.allow_pickle,
         on_progress=_progress_printer(quiet=not sys.stderr.isatty()),
@@ -152,7 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_blocks(args: argparse.Namespace) -> int:
     from ghostviewer import api
 
-    result = api.blocks(args.pipeline, allow_pickle=args.allow_pickle)
+    result = api.blocks(args.pipeline, allow_pickle=args.allow_pickle, config=args.config)
     if args.json:
         _print_json(result)
     else:

@@ -128,3 +128,13 @@ def test_not_a_pipeline_folder(capsys, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     code, _, err = _cli(capsys, "blocks", "--pipeline", str(tmp_path))
     assert code == 2 and "model_index.json" in err
+
+
+def test_single_file_checkpoint_with_config(capsys, tmp_path: Path) -> None:
+    from tests.engine.tiny_pipelines import save_tiny_sd, save_tiny_sd_single_file
+
+    config = save_tiny_sd(tmp_path / "family")
+    checkpoint, _ = save_tiny_sd_single_file(tmp_path / "model.safetensors")
+    code, out, _ = _cli(capsys, "blocks", "--pipeline", str(checkpoint), "--config", str(config), "--json")
+    assert code == 0
+    assert any(b["module"].startswith("unet.") for b in json.loads(out)["blocks"])
