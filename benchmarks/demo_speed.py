@@ -33,7 +33,7 @@ def main() -> int:
     import torch
     from diffusers import DiffusionPipeline, DPMSolverMultistepScheduler, EulerDiscreteScheduler
 
-    from ghostviewer.engine.verdicts import image_verdict
+    from ghostviewer.analysis.verdicts import image_verdict
 
     t0 = time.perf_counter()
     pipe = DiffusionPipeline.from_pretrained(args.pipeline)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Calibrate the verdict thresholds (ghostviewer/engine/verdicts.py) on healthy runs of the demo pipeline.
+"""Calibrate the verdict thresholds (ghostviewer/analysis/verdicts.py) on healthy runs of the demo pipeline.
 
 Runs the demo pipeline once per shape × colour × background combination (280 runs by default: 20 DDIM steps,
 64×64, guidance 7.5, positions cycling, seed = the run's index), prints each score's spread over the healthy
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ghostviewer.analysis.verdicts import SCORES, THRESHOLDS, image_verdict
 from ghostviewer.demo import shapes
-from ghostviewer.engine.verdicts import SCORES, THRESHOLDS, image_verdict
 
 # Which side of each threshold is healthy: blank is flagged *below* its std threshold, the rest above.
 _THRESHOLD_OF = {"nan_fraction": "nan_fraction", "std": "blank_std", "noise": "noise",

@@ -1,4 +1,5 @@
-"""The three layers stay apart: engine never imports Qt, gui never imports torch, record imports neither."""
+"""The four layers stay apart: engine never imports Qt, gui never imports torch, record imports neither, and
+analysis is numpy only (no torch, no Qt, neither the engine nor the GUI)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def test_record_imports_neither_qt_nor_torch() -> None:
     assert _offenders("record", QT | TORCH) == []
 
 
+def test_analysis_is_numpy_only() -> None:
+    assert _offenders("analysis", QT | TORCH | {"ghostviewer.engine", "ghostviewer.gui", "ghostviewer.api"}) == []
+
+
 def test_gui_never_imports_torch() -> None:
     assert _offenders("gui", TORCH) == []
     assert _offenders("gui", {"ghostviewer.engine.runner", "ghostviewer.engine.loading", "ghostviewer.api"}) == []
@@ -46,6 +51,7 @@ def test_gui_never_imports_torch() -> None:
     ("module", "banned"),
     [
         ("ghostviewer.record", {"torch", "diffusers"} | QT),
+        ("ghostviewer.analysis.compare", {"torch", "diffusers"} | QT),
         ("ghostviewer.engine.runner", QT),
         ("ghostviewer.gui.app", {"torch", "diffusers", "transformers"}),
     ],

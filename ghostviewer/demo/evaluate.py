@@ -107,7 +107,7 @@ def _nearest_position(mask: np.ndarray) -> str | None:
 def score_image(image: np.ndarray, shape: str, colour: str, background: str,
                 position: str | None = None) -> dict[str, Any]:
     """Read one generated image (float [0, 1] or uint8) against what its prompt asked for."""
-    from ghostviewer.engine.verdicts import image_verdict
+    from ghostviewer.analysis.verdicts import image_verdict
 
     verdict = image_verdict(image)["label"]
     pixels = image if image.dtype == np.uint8 else to_uint8(image)

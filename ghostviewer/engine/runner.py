@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ghostviewer.engine.anomaly import AnomalyDetector
+from ghostviewer.analysis.anomaly import AnomalyDetector
+from ghostviewer.analysis.verdicts import image_verdict
 from ghostviewer.engine.environment import describe_environment
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.faults import make_fault
@@ -37,7 +38,6 @@ from ghostviewer.engine.prompt_tokens import prompt_embeddings, prompt_tokens
 from ghostviewer.engine.schedulers import set_scheduler
 from ghostviewer.engine.settings import RunSettings, resolve_seed, validate
 from ghostviewer.engine.tracing import TraceConfig, Tracer
-from ghostviewer.engine.verdicts import image_verdict
 from ghostviewer.record import RunWriter, StepInfo
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -135,23 +135,82 @@ def _execute(
     interventions = build_interventions(loaded, settings)
     pipe = loaded.pipe
     tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture)))  # type: ignore[arg-type]
+    # A bypassed block's insides still compute, but while the bypass is active their outputs are not the
+    # run's: they are not recorded, so the first anomaly never names a module inside a bypassed block.
+    tracer.muted = [b.config for b in interventions if isinstance(b, Bypass)]
     environment = {**describe_environment(loaded.device), "pipeline": describe_source(loaded)}
+    environment["determinism"] = {**environment.get("determinism", {}), "generator_device": "cpu"}
     writer = RunWriter.create(Path(runs_dir), settings.to_dict(), environment)
     emit = on_progress or (lambda _event: None)
-    for note in notes:
-        writer.event("settings", note)
-    attention = (
-        [AttentionCapture(AttentionCaptureConfig(patterns=DENOISER_PATTERNS))] if settings.capture_attention else []
-    )
-    _record_prompt(pipe, settings.prompt, writer)
     detector = AnomalyDetector()
-    preview = LatentPreview.for_pipeline(pipe, _pipeline_folder(loaded))
-    state: dict[str, Any] = {"x0": None, "mark": time.perf_counter(), "mem": read_memory(loaded.device)}
+    started = time.perf_counter()
 
     def commit_rows() -> None:
         harvest = tracer.flush()
         detector.feed(harvest.rows)
         writer.add_stats(harvest.rows)
+
+    def end(status: str, message: str, level: str, error: str | None = None) -> None:
+        """Close the record whatever happened: pending rows, the first anomaly so far, the status."""
+        try:
+            commit_rows()
+        except Exception:  # noqa: BLE001 - the rows of a broken step are the least of it; close the record
+            pass
+        writer.event("run", message, level=level)
+        writer.set_verdict(None, detector.first)
+        writer.finish(status, time.perf_counter() - started, error=error)
+
+    try:
+        for note in notes:
+            writer.event("settings", note)
+        return _record_run(
+            loaded, settings, interventions, writer, tracer, detector, commit_rows, started, cancel, emit
+        )
+    except RunCancelled:
+        end("cancelled", "cancelled by the user", "warning")
+        emit({"event": "cancelled", "run_dir": str(writer.path), "first_anomaly": detector.first})
+        return {
+            **_summary(writer.path, settings, None, detector.first, None, time.perf_counter() - started),
+            "status": "cancelled",
+        }
+    except GhostError as exc:
+        end("failed", str(exc), "error", error=str(exc))
+        emit({"event": "failed", "run_dir": str(writer.path), "error": str(exc), "first_anomaly": detector.first})
+        raise
+    except Exception as exc:  # the pipeline (or an intervention) broke: keep the record, report it
+        message = f"{type(exc).__name__}: {exc}"
+        end("failed", message, "error", error=message)
+        emit({"event": "failed", "run_dir": str(writer.path), "error": message, "first_anomaly": detector.first})
+        raise RunFailed(message, writer.path) from exc
+    except BaseException:  # KeyboardInterrupt, SystemExit: the record is closed before the process goes
+        end("cancelled", "interrupted", "warning", error="interrupted")
+        raise
+    finally:
+        if not writer.finished:  # a bug in the code above must still leave a closed record
+            writer.finish("failed", time.perf_counter() - started, error="the run ended unexpectedly")
+
+
+def _record_run(
+    loaded: LoadedPipeline,
+    settings: RunSettings,
+    interventions: list[Any],
+    writer: RunWriter,
+    tracer: Tracer,
+    detector: AnomalyDetector,
+    commit_rows: Callable[[], None],
+    started: float,
+    cancel: CancelToken | None,
+    emit: ProgressFn,
+) -> dict[str, Any]:
+    """The traced pipeline call itself; every exit path of the record is handled by the caller."""
+    pipe = loaded.pipe
+    attention = (
+        [AttentionCapture(AttentionCaptureConfig(patterns=DENOISER_PATTERNS))] if settings.capture_attention else []
+    )
+    emit({"event": "started", "run_dir": str(writer.path), "steps": settings.steps})
+    _record_prompt(pipe, settings.prompt, writer)
+    preview = LatentPreview.for_pipeline(pipe, _pipeline_folder(loaded))
+    state: dict[str, Any] = {"x0": None, "mark": time.perf_counter(), "mem": read_memory(loaded.device)}
 
     def on_initial(latents: torch.Tensor) -> None:
         commit_rows()  # the encode phase, and the initial latents' own stats
@@ -213,46 +272,24 @@ def _execute(
         record_tensor=tracer.record,
     )
     probes = PipelineProbes(on_x0=on_x0, on_initial=on_initial)
-    emit({"event": "started", "run_dir": str(writer.path), "steps": settings.steps})
-    started = time.perf_counter()
-    try:
-        with torch.inference_mode(), tracer.hooks(), applied([*interventions, *attention, probes], ctx):
-            for note in ctx.notes:
-                writer.event("fault", note, level="warning")
-            tracer.step = 0
-            output = pipe(
-                prompt=settings.prompt,
-                negative_prompt=settings.negative_prompt or None,
-                num_inference_steps=settings.steps,
-                guidance_scale=settings.guidance,
-                width=settings.width,
-                height=settings.height,
-                generator=torch.Generator(device="cpu").manual_seed(settings.seed),
-                output_type="np",
-                callback_on_step_end=on_step_end,
-                callback_on_step_end_tensor_inputs=["latents"],
-            )
-            tracer.step = None
-            commit_rows()  # the decode phase
-    except RunCancelled:
-        commit_rows()
-        writer.event("run", "cancelled by the user", level="warning")
-        writer.finish("cancelled", time.perf_counter() - started)
-        emit({"event": "cancelled", "run_dir": str(writer.path)})
-        return {
-            **_summary(writer.path, settings, None, detector.first, None, time.perf_counter() - started),
-            "status": "cancelled",
-        }
-    except GhostError as exc:
-        writer.event("run", str(exc), level="error")
-        writer.finish("failed", time.perf_counter() - started, error=str(exc))
-        raise
-    except Exception as exc:  # the pipeline itself broke: keep the record, report it
-        message = f"{type(exc).__name__}: {exc}"
-        writer.event("run", message, level="error")
-        writer.finish("failed", time.perf_counter() - started, error=message)
-        emit({"event": "failed", "run_dir": str(writer.path), "error": message})
-        raise RunFailed(message, writer.path) from exc
+    with torch.inference_mode(), tracer.hooks(), applied([*interventions, *attention, probes], ctx):
+        for note in ctx.notes:
+            writer.event("fault", note, level="warning")
+        tracer.step = 0
+        output = pipe(
+            prompt=settings.prompt,
+            negative_prompt=settings.negative_prompt or None,
+            num_inference_steps=settings.steps,
+            guidance_scale=settings.guidance,
+            width=settings.width,
+            height=settings.height,
+            generator=torch.Generator(device="cpu").manual_seed(settings.seed),
+            output_type="np",
+            callback_on_step_end=on_step_end,
+            callback_on_step_end_tensor_inputs=["latents"],
+        )
+        tracer.step = None
+        commit_rows()  # the decode phase
     image = np.asarray(output.images[0], dtype=np.float32)
     verdict = image_verdict(image)
     image_path = writer.save_image("final", image)

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ghostviewer.engine.blocks import Depth, iter_modules, phase_of
-from ghostviewer.engine.stats import finish_stats, first_tensor, tensor_stats
+from ghostviewer.engine.stats import fingerprint, finish_stats, first_tensor, tensor_stats
 from ghostviewer.record import StatRow
 
 
@@ -40,6 +41,7 @@ class _Pending:
     shape: tuple[int, ...]
     dtype: str
     stats: torch.Tensor | list[float]
+    fp: torch.Tensor | int | None
 
 
 @dataclass
@@ -81,6 +83,7 @@ class Tracer:
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._phases: dict[str, str] = {}
         self._capture_cache: dict[str, bool] = {}
+        self.muted: list[Any] = []  # bypass specs (module, active_at): outputs inside them are not recorded
 
     @property
     def attached(self) -> bool:
@@ -104,6 +107,8 @@ class Tracer:
         """Queue the stats of one tensor: a module output, or a pipeline-level tensor such as the initial latents."""
         phase = phase or self._phase_of(path)
         step = (self.step or 0) if phase == "denoise" else None
+        if self.muted and self._inside_bypass(path, step):
+            return
         call = self._calls.get((path, step), 0)
         self._calls[(path, step)] = call + 1
         self._pending.append(
@@ -116,6 +121,7 @@ class Tracer:
                 tuple(tensor.shape),
                 str(tensor.dtype).removeprefix("torch."),
                 tensor_stats(tensor),
+                fingerprint(tensor),
             )
         )
         self._seq += 1
@@ -124,6 +130,9 @@ class Tracer:
             if fmap is not None:
                 key = path if call == 0 else f"{path}#{call}"
                 self._maps[key] = fmap
+
+    def _inside_bypass(self, path: str, step: int | None) -> bool:
+        return any(path.startswith(spec.module + ".") and spec.active_at(step) for spec in self.muted)
 
     def _hook_for(self, path: str):
         def hook(_module: nn.Module, _args: tuple, output: object) -> None:
@@ -150,6 +159,9 @@ class Tracer:
         maps, self._maps = self._maps, {}
         on_device = [p.stats for p in pending if isinstance(p.stats, torch.Tensor)]
         moved = iter(torch.stack([t.to(on_device[0].device) for t in on_device]).cpu().tolist() if on_device else [])
+        fp_on_device = [p.fp for p in pending if isinstance(p.fp, torch.Tensor)]
+        fps = iter(torch.stack([t.to(fp_on_device[0].device) for t in fp_on_device]).cpu().tolist()
+                   if fp_on_device else [])
         rows = []
         for p in pending:
             raw = next(moved) if isinstance(p.stats, torch.Tensor) else p.stats
@@ -164,6 +176,7 @@ class Tracer:
                     shape=p.shape,
                     dtype=p.dtype,
                     **finish_stats(raw, numel),
+                    fingerprint=next(fps) if isinstance(p.fp, torch.Tensor) else p.fp,
                 )
             )
         return StepHarvest(rows, maps)

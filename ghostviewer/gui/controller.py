@@ -9,6 +9,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from ghostviewer.analysis.compare import compare_runs, describe_divergence
+from ghostviewer.analysis.summary import run_end_lines
 from ghostviewer.gui import messages
 from ghostviewer.gui.engine_client import EngineClient
 from ghostviewer.gui.error_reporter import ErrorReporter, one_line
@@ -18,8 +20,6 @@ from ghostviewer.gui.models.pipeline_model import PipelineModel
 from ghostviewer.gui.models.prompt_model import PromptModel
 from ghostviewer.gui.models.queue_model import Job, QueueModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.replay_check import compare_runs, describe_divergence
-from ghostviewer.gui.run_summary import run_end_lines
 from ghostviewer.record import RecordError, RunRecord
 
 log = logging.getLogger("ghostviewer.gui")

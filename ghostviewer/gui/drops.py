@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ghostviewer.gui.prompt_lists import PROMPT_LIST_SUFFIXES
+from ghostviewer.analysis.prompt_lists import PROMPT_LIST_SUFFIXES
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".ckpt", ".bin", ".pt", ".pth")
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject
 
+from ghostviewer.analysis.prompt_lists import PromptListError, read_prompt_list
 from ghostviewer.gui import messages
 from ghostviewer.gui.controller import RunController, same_path
 from ghostviewer.gui.drops import classify_path
 from ghostviewer.gui.models.queue_model import Job
-from ghostviewer.gui.prompt_lists import PromptListError, read_prompt_list
 from ghostviewer.record import RecordError
 
 LIST_KEYS = {"negative": "negative_prompt", "seed": "seed", "steps": "steps", "guidance": "guidance"}

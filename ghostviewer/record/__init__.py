@@ -1,9 +1,10 @@
 """The run record: GhostViewer's on-disk run format (a flight recorder). Torch-free and Qt-free."""
 
 from .errors import RecordError
-from .history import list_runs
+from .history import list_entries, list_runs, list_studies
 from .reader import RunRecord
 from .schema import SCHEMA_VERSION
+from .study import StudyRecord, StudyRun, StudyWriter
 from .types import Event, StatRow, StepInfo
 from .writer import RunWriter
 
@@ -16,4 +17,9 @@ __all__ = [
     "StatRow",
     "StepInfo",
     "list_runs",
+    "StudyRecord",
+    "StudyRun",
+    "StudyWriter",
+    "list_entries",
+    "list_studies",
 ]

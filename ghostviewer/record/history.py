@@ -1,4 +1,4 @@
-"""Listing the runs in a runs folder."""
+"""Listing the runs and studies in a runs folder, newest first."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 from .errors import RecordError
 from .reader import RunRecord
+from .study_reader import StudyRecord
 
 
-def _created(record: RunRecord) -> float:
+def _created(record: RunRecord | StudyRecord) -> float:
     try:
         return datetime.fromisoformat(str(record.created_at)).timestamp()
     except (TypeError, ValueError, RecordError):
@@ -32,3 +33,27 @@ def list_runs(runs_dir: Path) -> list[RunRecord]:
             continue
     keyed.sort(key=lambda item: (item[0], item[1]), reverse=True)
     return [record for _, _, record in keyed]
+
+
+def list_studies(runs_dir: Path) -> list[StudyRecord]:
+    """The studies in runs_dir, newest first; folders that are not (readable) studies are skipped."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        return []
+    keyed: list[tuple[float, str, StudyRecord]] = []
+    for child in runs_dir.iterdir():
+        if not child.is_dir():
+            continue
+        try:
+            record = StudyRecord(child)
+            keyed.append((_created(record), record.study_id, record))
+        except (RecordError, OSError):
+            continue
+    keyed.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    return [record for _, _, record in keyed]
+
+
+def list_entries(runs_dir: Path) -> list[RunRecord | StudyRecord]:
+    """Runs and studies together, newest first: what the history shows (a study's child runs stay inside it)."""
+    entries: list[RunRecord | StudyRecord] = [*list_runs(runs_dir), *list_studies(runs_dir)]
+    return sorted(entries, key=lambda r: _created(r), reverse=True)  # stable: ties keep runs, then studies

@@ -28,7 +28,7 @@ def _real(value: float | None) -> float:
 
 
 def _stat_row(row: Sequence[Any]) -> StatRow:
-    phase, step, module, call, seq, shape, dtype, mn, mx, mean, std, absmax, nans, infs = row
+    phase, step, module, call, seq, shape, dtype, mn, mx, mean, std, absmax, nans, infs, fp = row
     return StatRow(
         phase,
         step,
@@ -44,6 +44,7 @@ def _stat_row(row: Sequence[Any]) -> StatRow:
         _real(absmax),
         nans,
         infs,
+        fp,
     )
 
 
@@ -80,6 +81,9 @@ class RunRecord:
         if not {"steps", "stats", "events", "files"} <= tables:
             raise RecordError(f"not a GhostViewer run (missing tables in {schema.DB_NAME}): {path}")
         self._fts = schema.FTS_TABLE in tables
+        # Runs of schema 1 have no fingerprint column: read it as NULL (they compare by stats alone).
+        has_fp = "fp" in {r[1] for r in self._query("PRAGMA table_info(stats)")}
+        self._stat_columns = _STAT_COLUMNS + (", fp" if has_fp else ", NULL AS fp")
         self.schema_version: int = version
         self.run_id: str = str(meta["run_id"])
 
@@ -211,7 +215,7 @@ class RunRecord:
         if step is not None:
             where.append("step = ?")
             params.append(int(step))
-        sql = f"SELECT {_STAT_COLUMNS} FROM stats"
+        sql = f"SELECT {self._stat_columns} FROM stats"
         if where:
             sql += " WHERE " + " AND ".join(where)
         return [_stat_row(r) for r in self._query(sql + " ORDER BY seq, id", params)]

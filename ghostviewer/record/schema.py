@@ -10,7 +10,7 @@ from typing import Any
 
 from .errors import RecordError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: stats.fp, the bit-pattern fingerprint of each output
 DB_NAME = "run.sqlite"
 STATUSES: tuple[str, ...] = ("running", "done", "failed", "cancelled")
 
@@ -24,7 +24,7 @@ TABLES: tuple[str, ...] = (
         id INTEGER PRIMARY KEY, phase TEXT NOT NULL, step INTEGER, module TEXT NOT NULL,
         call INTEGER NOT NULL, seq INTEGER NOT NULL, shape TEXT NOT NULL, dtype TEXT NOT NULL,
         min REAL, max REAL, mean REAL, std REAL, absmax REAL,
-        nan_count INTEGER NOT NULL, inf_count INTEGER NOT NULL)""",
+        nan_count INTEGER NOT NULL, inf_count INTEGER NOT NULL, fp INTEGER)""",
     "CREATE INDEX IF NOT EXISTS stats_module ON stats (module)",
     "CREATE INDEX IF NOT EXISTS stats_phase_step ON stats (phase, step)",
     "CREATE INDEX IF NOT EXISTS stats_seq ON stats (seq)",
@@ -51,6 +51,10 @@ def create_tables(conn: sqlite3.Connection) -> bool:
     except sqlite3.OperationalError:  # this SQLite has no FTS5: search falls back to LIKE
         return False
     return True
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
 def check_version(version: int) -> None:
@@ -81,7 +85,9 @@ def migrate(conn: sqlite3.Connection) -> int:
     version = read_version(conn)
     if version is not None:
         check_version(version)
-    # Future upgrades go here: `if version < 2: ...` (each step in place, same transaction).
+    # Upgrades, each in place: a version-1 run gains the fingerprint column (NULL: compared by stats alone).
+    if version is not None and version < 2 and "fp" not in table_columns(conn, "stats"):
+        conn.execute("ALTER TABLE stats ADD COLUMN fp INTEGER")
     if version != SCHEMA_VERSION:
         conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (dumps(SCHEMA_VERSION),)

@@ -27,6 +27,7 @@ class StatRow:
     absmax: float
     nan_count: int
     inf_count: int
+    fingerprint: int | None = None  # sum of the output's bit patterns: equal rows with equal sums are bit-identical
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:

@@ -151,7 +151,7 @@ class RunWriter:
         """Add module statistics (buffered until the next step/commit). NaN stats are stored as NULL."""
         self.conn.executemany(
             "INSERT INTO stats (phase, step, module, call, seq, shape, dtype, min, max, mean, std, absmax,"
-            " nan_count, inf_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " nan_count, inf_count, fp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (
                     r.phase,
@@ -168,6 +168,7 @@ class RunWriter:
                     float(r.absmax),
                     int(r.nan_count),
                     int(r.inf_count),
+                    None if r.fingerprint is None else int(r.fingerprint),
                 )
                 for r in rows
             ),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from ghostviewer.analysis.projection import project_2d
 from ghostviewer.engine.blocks import resolve_module
 from ghostviewer.engine.faults.short_prompt_attention import ShortPromptAttention
 from ghostviewer.engine.interventions.attention_capture import (
@@ -18,7 +19,6 @@ from ghostviewer.engine.interventions.attention_capture import (
 )
 from ghostviewer.engine.interventions.base import RunContext, applied
 from ghostviewer.engine.prompt_tokens import prompt_embeddings, prompt_tokens
-from ghostviewer.record.projection import project_2d
 
 PROMPT = "a red circle on a blue background"
 STEPS = 3

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ghostviewer.analysis.verdicts import LABELS, SCORES, THRESHOLDS, image_verdict, verdict_is_bad
 from ghostviewer.demo import shapes
-from ghostviewer.engine.verdicts import LABELS, SCORES, THRESHOLDS, image_verdict, verdict_is_bad
 
 DEMO_PIPELINE = Path(__file__).resolve().parents[2] / "resources" / "demo-pipeline"
 SIDE = shapes.SIZE
@@ -127,7 +127,7 @@ def test_thresholds_are_frozen() -> None:
 
 def test_importable_without_torch() -> None:
     code = ("import sys; sys.modules['torch'] = None; "
-            "import ghostviewer.engine.verdicts as v; import numpy as np; "
+            "import ghostviewer.analysis.verdicts as v; import numpy as np; "
             "print(v.image_verdict(np.zeros((8, 8, 3)))['label'])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "blank"

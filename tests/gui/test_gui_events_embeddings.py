@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ghostviewer.analysis.summary import run_end_lines
 from ghostviewer.gui import messages
-from ghostviewer.gui.run_summary import run_end_lines
 from tests.gui.fake_runs import write_fake_run
 
 EVENTS = [

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from PySide6.QtCore import Qt
 
-from ghostviewer.gui.replay_check import compare_runs
+from ghostviewer.analysis.compare import compare_runs
 from ghostviewer.gui.widgets.block_tree import CAPTURE, NAME
 from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window, run_job
 

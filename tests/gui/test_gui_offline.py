@@ -47,7 +47,7 @@ def test_scrub_with_slider_and_keys(window, gui_env: Path, qtbot) -> None:  # no
 
 
 def test_replay_check_and_prompt_list(window, gui_env: Path, tmp_path: Path) -> None:
-    from ghostviewer.gui.replay_check import compare_runs
+    from ghostviewer.analysis.compare import compare_runs
 
     a = write_fake_run(gui_env, seed=3, run_id="x1")
     b = write_fake_run(gui_env, seed=3, run_id="x2")

@@ -11,46 +11,25 @@ dataclass) is kept whatever it is.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
+from ghostviewer.analysis.bypass_spec import BypassSpec, BypassSpecError
 from ghostviewer.engine.blocks import bypass_mode, is_bypassable, resolve_module
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.interventions.base import RunContext
 
-_SPEC = re.compile(r"^(?P<module>[\w.]+?)(?:@(?P<start>\d*):(?P<end>\d*))?$")
 
-
-@dataclass(frozen=True)
-class BypassConfig:
-    module: str
-    start: int | None = None  # first bypassed denoising step (inclusive); None = from the start
-    end: int | None = None  # first step no longer bypassed (exclusive); None = to the end
+class BypassConfig(BypassSpec):
+    """A bypass as the engine applies it: the shared spec, with parse errors as GhostError (exit code 2)."""
 
     @classmethod
     def parse(cls, spec: str) -> BypassConfig:
-        """`MODULE` or `MODULE@START:END` (Python slice semantics on denoising steps)."""
-        match = _SPEC.match(spec.strip())
-        if not match:
-            raise GhostError(f"bad --bypass {spec!r}: expected MODULE or MODULE@START:END, e.g. unet.mid_block@0:10")
-        start, end = match["start"], match["end"]
-        config = cls(match["module"], int(start) if start else None, int(end) if end else None)
-        if config.start is not None and config.end is not None and config.end <= config.start:
-            raise GhostError(f"bad --bypass {spec!r}: the step range is empty")
-        return config
-
-    def active_at(self, step: int | None) -> bool:
-        if step is None or (self.start is None and self.end is None):
-            return True
-        return (self.start is None or step >= self.start) and (self.end is None or step < self.end)
-
-    def spec(self) -> str:
-        if self.start is None and self.end is None:
-            return self.module
-        return f"{self.module}@{'' if self.start is None else self.start}:{'' if self.end is None else self.end}"
+        try:
+            parsed = BypassSpec.parse(spec)
+        except BypassSpecError as exc:
+            raise GhostError(str(exc)) from None
+        return cls(parsed.module, parsed.start, parsed.end)
 
 
 def _main_input(args: tuple, kwargs: dict) -> torch.Tensor | None:

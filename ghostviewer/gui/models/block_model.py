@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-StepRange = tuple[int | None, int | None]  # [start, end) denoising steps; None: open
+from ghostviewer.analysis.bypass_spec import StepRange, format_steps, parse_steps
 
 
 @dataclass(frozen=True)
@@ -30,25 +30,10 @@ def not_bypassable_reason(block: BlockInfo) -> str:
 
 def parse_range(text: str) -> StepRange:
     """'' or 'all' → (None, None); '5:12', ':8', '3:' → a range; ValueError on anything else."""
-    text = text.strip().lower()
-    if text in ("", "all", ":"):
-        return (None, None)
-    start, sep, end = text.partition(":")
-    if not sep:
-        raise ValueError(f"steps must look like START:END, e.g. 0:10, not {text!r}")
-    first, last = (int(start) if start.strip() else None), (int(end) if end.strip() else None)
-    if (first is not None and first < 0) or (last is not None and last < 0):
-        raise ValueError("steps cannot be negative")
-    if first is not None and last is not None and last <= first:
-        raise ValueError(f"the step range {text} is empty")
-    return (first, last)
+    return parse_steps(text)
 
 
-def format_range(steps: StepRange) -> str:
-    start, end = steps
-    if start is None and end is None:
-        return "all"
-    return f"{'' if start is None else start}:{'' if end is None else end}"
+format_range = format_steps
 
 
 class BlockModel(QObject):

@@ -1,16 +1,21 @@
-"""Every run in the runs folder, read from the records alone (no engine), cached by file modification time."""
+"""Every run and study in the runs folder, read from the records alone (no engine), cached by modification time.
+
+A study is one row whose children are its runs (they live in the study's own folder, out of the top level).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from ghostviewer.record import RecordError, RunRecord
+from ghostviewer.record import RecordError, RunRecord, StudyRecord
 
 DB_FILES = ("run.sqlite", "run.sqlite-wal")
+STUDY_DB_FILES = ("study.sqlite", "study.sqlite-wal")
 
 
 @dataclass(frozen=True)
@@ -34,9 +39,89 @@ class RunEntry:
         return self.status
 
 
-def _stamp(folder: Path) -> tuple[int, ...]:
+@dataclass(frozen=True)
+class StudyChild:
+    """One run of a study, as the study's index lists it (no need to open the run to show it)."""
+
+    path: str
+    position: int
+    role: str
+    label: str  # the child's key in a few words, e.g. "seed 3"
+    seed: object
+    status: str | None
+    verdict: str | None
+
+    def state(self) -> str:
+        return self.verdict or self.status or "-"
+
+
+@dataclass(frozen=True)
+class StudyEntry:
+    path: str
+    study_id: str
+    kind: str
+    created: str
+    status: str  # running | done | failed | cancelled (running + nothing live inside = incomplete)
+    progress: str  # "7/30", or "7" when the total is unknown
+    result: str  # the result in a few words
+    error: str | None
+    children: tuple[StudyChild, ...]
+
+    @property
+    def run_id(self) -> str:  # the tie-break key shared with RunEntry when sorting the history
+        return self.study_id
+
+    def state(self, live_run: str | None) -> str:
+        """running (a run inside it is live) / incomplete (its writer stopped) / its final status."""
+        if self.status == "running":
+            live = live_run is not None and (live_run == self.path or live_run.startswith(self.path + os.sep))
+            return "running" if live else "incomplete"
+        return self.status
+
+
+HistoryRow = RunEntry | StudyEntry
+
+
+def result_words(result: object) -> str:
+    """A study's result in a few words: its 'summary' when it has one, else its first plain values."""
+    if result is None:
+        return ""
+    if not isinstance(result, dict):
+        return str(result)[:60]
+    if result.get("summary"):
+        return str(result["summary"])
+    plain = [f"{k} {v}" for k, v in result.items() if isinstance(v, (str, int, float, bool)) or v is None]
+    return ", ".join(plain[:2])
+
+
+def _key_words(key: object) -> str:
+    if isinstance(key, dict):
+        return " ".join(f"{k} {v}" for k, v in key.items())
+    return str(key)
+
+
+def _child(run: dict) -> StudyChild:
+    """From one item of StudyRecord.summary()["runs"] (run_dir already resolved and checked)."""
+    key = run.get("key")
+    seed = key.get("seed") if isinstance(key, dict) else None
+    return StudyChild(str(run["run_dir"]), int(run["position"]), str(run.get("role") or ""), _key_words(key), seed,
+                      run.get("status"), run.get("verdict"))
+
+
+def read_study(folder: Path) -> StudyEntry:
+    record = StudyRecord(folder)
+    summary = record.summary()
+    progress = summary.get("progress") or {}
+    done, total = progress.get("done", 0), progress.get("total")
+    return StudyEntry(str(record.path), record.study_id, record.kind, str(record.created_at or ""),
+                      str(summary.get("status")), f"{done}/{total}" if total is not None else str(done),
+                      result_words(summary.get("result")), summary.get("error"),
+                      tuple(_child(run) for run in summary.get("runs") or ()))
+
+
+def _stamp(folder: Path, names: tuple[str, ...] = DB_FILES) -> tuple[int, ...]:
     stamps = []
-    for name in DB_FILES:
+    for name in names:
         try:
             stamps.append(os.stat(folder / name).st_mtime_ns)
         except OSError:
@@ -59,9 +144,11 @@ class HistoryModel(QObject):
     def __init__(self, runs_dir: Path, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.runs_dir = Path(runs_dir)
-        self.entries: list[RunEntry] = []
+        self.entries: list[RunEntry] = []  # runs only
+        self.studies: list[StudyEntry] = []
+        self.rows: list[HistoryRow] = []  # runs and studies together, newest first: what the panel shows
         self.live_run: str | None = None
-        self._cache: dict[str, tuple[tuple[int, ...], RunEntry]] = {}
+        self._cache: dict[str, tuple[tuple[int, ...], HistoryRow]] = {}
 
     def set_runs_dir(self, runs_dir: Path) -> None:
         self.runs_dir = Path(runs_dir)
@@ -73,29 +160,37 @@ class HistoryModel(QObject):
         self.changed.emit()
 
     def refresh(self) -> None:
-        entries: list[RunEntry] = []
-        cache: dict[str, tuple[tuple[int, ...], RunEntry]] = {}
+        rows: list[HistoryRow] = []
+        cache: dict[str, tuple[tuple[int, ...], HistoryRow]] = {}
         try:
             children = [c for c in self.runs_dir.iterdir() if c.is_dir()] if self.runs_dir.is_dir() else []
         except OSError:
             children = []
         for child in children:
+            reader: Callable[[Path], HistoryRow] = read_entry
             stamp = _stamp(child)
             if stamp == (0, 0):
-                continue  # not a run folder
+                reader, stamp = read_study, _stamp(child, STUDY_DB_FILES)
+                if stamp == (0, 0):
+                    continue  # neither a run nor a study folder
             cached = self._cache.get(str(child))
             if cached is not None and cached[0] == stamp:
-                entry = cached[1]
+                row = cached[1]
             else:
                 try:
-                    entry = read_entry(child)
+                    row = reader(child)
                 except (RecordError, OSError):
                     continue
-            cache[str(child)] = (stamp, entry)
-            entries.append(entry)
-        entries.sort(key=lambda e: (e.created, e.run_id), reverse=True)
-        self._cache, self.entries = cache, entries
+            cache[str(child)] = (stamp, row)
+            rows.append(row)
+        rows.sort(key=lambda e: (e.created, e.run_id), reverse=True)
+        self._cache, self.rows = cache, rows
+        self.entries = [r for r in rows if isinstance(r, RunEntry)]
+        self.studies = [r for r in rows if isinstance(r, StudyEntry)]
         self.changed.emit()
 
     def entry(self, path: str) -> RunEntry | None:
         return next((e for e in self.entries if e.path == str(Path(path))), None)
+
+    def study(self, path: str) -> StudyEntry | None:
+        return next((s for s in self.studies if s.path == str(Path(path))), None)

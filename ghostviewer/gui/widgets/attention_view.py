@@ -9,6 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from ghostviewer.analysis.stat_grid import array_summary
 from ghostviewer.gui.attention_data import (
     MAX_TOKENS,
     aggregate,
@@ -19,7 +20,6 @@ from ghostviewer.gui.attention_data import (
     tile_label,
 )
 from ghostviewer.gui.feature_maps import ChannelGrid, channel_grid
-from ghostviewer.gui.heatmap_data import array_summary
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import image_canvas

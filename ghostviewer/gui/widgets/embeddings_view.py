@@ -8,11 +8,11 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from ghostviewer.analysis.projection import available_methods, project_2d
 from ghostviewer.gui.attention_data import prompt_tokens, tile_label
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import BACKGROUND
 from ghostviewer.record import RecordError
-from ghostviewer.record.projection import available_methods, project_2d
 
 SOURCES = {"input embeddings": "input_embeddings", "final hidden states": "last_hidden_state"}
 NO_PROMPT = "No prompt embeddings in this run (the pipeline has no tokenizer or text encoder)."

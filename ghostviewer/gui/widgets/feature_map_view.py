@@ -9,6 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from ghostviewer.analysis.stat_grid import array_summary, fmt
 from ghostviewer.gui import messages
 from ghostviewer.gui.feature_maps import (
     FM_PREFIX,
@@ -18,7 +19,6 @@ from ghostviewer.gui.feature_maps import (
     channel_stats,
     histogram,
 )
-from ghostviewer.gui.heatmap_data import array_summary, fmt
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import image_canvas

@@ -1,4 +1,7 @@
-"""Runs history: every run in the runs folder, newest first, filterable; bound to HistoryModel."""
+"""Runs history: every run and study in the runs folder, newest first, filterable; bound to HistoryModel.
+
+A study is a row that expands to its child runs; a child opens like a run row (runSelected with its folder).
+"""
 
 from __future__ import annotations
 
@@ -17,14 +20,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ghostviewer.gui.models.history_model import HistoryModel
+from ghostviewer.gui.models.history_model import HistoryModel, RunEntry, StudyChild, StudyEntry
 
-STATE_COLOURS = {"ok": "#2e7d32", "running": "#1565c0", "incomplete": "#ef6c00", "cancelled": "#757575"}
+STATE_COLOURS = {"ok": "#2e7d32", "done": "#2e7d32", "running": "#1565c0", "incomplete": "#ef6c00",
+                 "cancelled": "#757575", "-": "#757575"}
 BAD_COLOUR = "#c62828"
+PATH_ROLE = Qt.ItemDataRole.UserRole
+KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "run", "study" or "child"
+COLUMNS = 5
 
 
 class HistoryPanel(QWidget):
-    runSelected = Signal(str)  # run folder
+    runSelected = Signal(str)  # run folder (a top-level run or a study's child run)
+    studySelected = Signal(str)  # study folder
     replayRequested = Signal(str)
 
     def __init__(self, model: HistoryModel, parent: QWidget | None = None) -> None:
@@ -32,9 +40,9 @@ class HistoryPanel(QWidget):
         self.model = model
         self.filter = QLineEdit(placeholderText="filter by prompt, seed or result", clearButtonEnabled=True)
         self.refresh_button = QPushButton("Refresh")
-        self.tree = QTreeWidget(rootIsDecorated=False, uniformRowHeights=True, sortingEnabled=False)
+        self.tree = QTreeWidget(rootIsDecorated=True, uniformRowHeights=True, sortingEnabled=False)
         self.tree.setHeaderLabels(["When", "Result", "Seed", "Steps", "Prompt"])
-        for column, width in enumerate((66, 62, 44, 40)):
+        for column, width in enumerate((76, 62, 44, 40)):
             self.tree.setColumnWidth(column, width)
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         top = QHBoxLayout()
@@ -51,52 +59,123 @@ class HistoryPanel(QWidget):
         self.tree.customContextMenuRequested.connect(self._menu)
         self._rebuild()
 
+    # -- building ---------------------------------------------------------------------------------------
+    def _items(self) -> list[QTreeWidgetItem]:
+        """Every item, top level and children, in display order."""
+        items = []
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            items.append(item)
+            items.extend(item.child(j) for j in range(item.childCount()))
+        return items
+
     def _rebuild(self) -> None:
         current = self.tree.currentItem()
-        keep = current.data(0, Qt.ItemDataRole.UserRole) if current is not None else None
+        keep = current.data(0, PATH_ROLE) if current is not None else None
+        expanded = {item.data(0, PATH_ROLE) for item in self._items() if item.isExpanded()}
         today = date.today().isoformat()
         self.tree.blockSignals(True)
         self.tree.clear()
-        for entry in self.model.entries:
-            state = entry.state(self.model.live_run)
-            when = entry.created[11:19] if entry.created[:10] == today else entry.created[:10]
-            item = QTreeWidgetItem([when, state, str(entry.seed),
-                                    str(entry.steps), entry.prompt])
-            item.setData(0, Qt.ItemDataRole.UserRole, entry.path)
-            item.setToolTip(0, entry.created)
-            item.setToolTip(4, entry.prompt)
-            item.setToolTip(1, entry.error or entry.path)
-            item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, BAD_COLOUR))))
+        for row in self.model.rows:
+            if isinstance(row, StudyEntry):
+                item = self._study_item(row)
+            else:
+                item = self._run_item(row, today)
             self.tree.addTopLevelItem(item)
-            if entry.path == keep:
+            item.setExpanded(row.path in expanded)
+        for item in self._items():
+            if item.data(0, PATH_ROLE) == keep:
                 self.tree.setCurrentItem(item)
         self.tree.blockSignals(False)
         self._apply_filter(self.filter.text())
 
+    def _run_item(self, entry: RunEntry, today: str) -> QTreeWidgetItem:
+        state = entry.state(self.model.live_run)
+        when = entry.created[11:19] if entry.created[:10] == today else entry.created[:10]
+        item = QTreeWidgetItem([when, state, str(entry.seed), str(entry.steps), entry.prompt])
+        item.setData(0, PATH_ROLE, entry.path)
+        item.setData(0, KIND_ROLE, "run")
+        item.setToolTip(0, entry.created)
+        item.setToolTip(4, entry.prompt)
+        item.setToolTip(1, entry.error or entry.path)
+        item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, BAD_COLOUR))))
+        return item
+
+    def _study_item(self, study: StudyEntry) -> QTreeWidgetItem:
+        state = study.state(self.model.live_run)
+        when = f"{study.created[5:10]} {study.created[11:16]}"  # a study spans time: always date and time
+        text = f"{study.kind}: {study.result}" if study.result else study.kind
+        item = QTreeWidgetItem([when, state, "", study.progress, text])
+        item.setData(0, PATH_ROLE, study.path)
+        item.setData(0, KIND_ROLE, "study")
+        item.setToolTip(0, study.created)
+        item.setToolTip(1, study.error or study.path)
+        item.setToolTip(3, f"{study.progress} runs done")
+        item.setToolTip(4, f"{study.kind} study {study.study_id}: {study.result}")
+        item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, BAD_COLOUR))))
+        font = item.font(4)
+        font.setBold(True)
+        item.setFont(4, font)
+        item.addChildren([self._child_item(child) for child in study.children])
+        return item
+
+    def _child_item(self, child: StudyChild) -> QTreeWidgetItem:
+        state = child.state()
+        seed = "" if child.seed is None else str(child.seed)
+        item = QTreeWidgetItem([f"#{child.position}", state, seed, "", f"{child.role}: {child.label}"])
+        item.setData(0, PATH_ROLE, child.path)
+        item.setData(0, KIND_ROLE, "child")
+        item.setToolTip(4, child.label)
+        item.setToolTip(1, child.path)
+        item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, BAD_COLOUR))))
+        return item
+
+    # -- filtering and selection ------------------------------------------------------------------------
     def _apply_filter(self, text: str) -> None:
         needle = text.strip().lower()
+
+        def matches(item: QTreeWidgetItem) -> bool:
+            return not needle or needle in " ".join(item.text(c) for c in range(COLUMNS)).lower()
+
         for i in range(self.tree.topLevelItemCount()):
             item = self.tree.topLevelItem(i)
-            haystack = " ".join(item.text(c) for c in range(5)).lower()
-            item.setHidden(bool(needle) and needle not in haystack)
+            own = matches(item)
+            shown_children = 0
+            for j in range(item.childCount()):
+                child = item.child(j)
+                child.setHidden(not (own or matches(child)))
+                shown_children += not child.isHidden()
+            item.setHidden(not (own or shown_children))
 
     def select(self, path: str) -> None:
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
-            if item.data(0, Qt.ItemDataRole.UserRole) == path:
+        """Make the row of this run, study or child run current (opening it)."""
+        for item in self._items():
+            if item.data(0, PATH_ROLE) == path:
+                if item.parent() is not None:
+                    item.parent().setExpanded(True)
                 self.tree.setCurrentItem(item)
                 return
 
     def _on_current(self, item: QTreeWidgetItem | None, _previous: QTreeWidgetItem | None) -> None:
-        if item is not None:
-            self.runSelected.emit(str(item.data(0, Qt.ItemDataRole.UserRole)))
+        if item is None:
+            return
+        path = str(item.data(0, PATH_ROLE))
+        if item.data(0, KIND_ROLE) == "study":
+            item.setExpanded(True)  # a study is opened by looking at its runs
+            self.studySelected.emit(path)
+        else:
+            self.runSelected.emit(path)
 
     def _menu(self, position) -> None:  # noqa: ANN001 - QPoint
         item = self.tree.itemAt(position)
         if item is None:
             return
-        path = str(item.data(0, Qt.ItemDataRole.UserRole))
+        path = str(item.data(0, PATH_ROLE))
         menu = QMenu(self)
-        menu.addAction("Open", lambda: self.runSelected.emit(path))
-        menu.addAction("Replay this seed", lambda: self.replayRequested.emit(path))
+        if item.data(0, KIND_ROLE) == "study":
+            menu.addAction("Hide runs" if item.isExpanded() else "Show runs",
+                           lambda: item.setExpanded(not item.isExpanded()))
+        else:
+            menu.addAction("Open", lambda: self.runSelected.emit(path))
+            menu.addAction("Replay this seed", lambda: self.replayRequested.emit(path))
         menu.exec(self.tree.viewport().mapToGlobal(position))

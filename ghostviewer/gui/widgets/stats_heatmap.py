@@ -9,7 +9,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from ghostviewer.gui.heatmap_data import (
+from ghostviewer.analysis.stat_grid import (
     HEATMAP_STATS,
     StatGrid,
     display_values,

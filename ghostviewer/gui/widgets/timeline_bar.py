@@ -8,8 +8,8 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSlider, QToolButton, QWidget
 
+from ghostviewer.analysis.compare import describe_divergence
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.replay_check import describe_divergence
 from ghostviewer.gui.widgets.verdict_badge import VerdictBadge
 
 

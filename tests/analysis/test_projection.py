@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ghostviewer.record.projection import available_methods, project_2d
+from ghostviewer.analysis.projection import available_methods, project_2d
 
 
 def _vectors(n: int = 12, d: int = 16) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ghostviewer.gui.heatmap_data import fmt, row_summary
+from ghostviewer.analysis.stat_grid import fmt, row_summary
 from ghostviewer.record import RecordError, RunRecord
 
 

@@ -1,0 +1,193 @@
+"""Comparing two recorded runs: where they first diverge, module by module and step by step, and by how much.
+
+Every traced output is recorded with its statistics and a fingerprint (the sum of its bit patterns), so two
+outputs are *the same* when shape, dtype, fingerprint and statistics all match — bit-identical in practice, not
+"close". Outputs are matched by (phase, step, module, call) and visited in the first run's execution order, so
+the first divergence is the earliest output that differs: for a block that adds unseeded noise it is that block,
+not the blocks downstream of it. Runs recorded before fingerprints existed compare by statistics, then by the
+step tensors (latents, x0) and the final image, bit for bit. Reads the records alone: no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from ghostviewer.record import RunRecord, StatRow
+
+Key = tuple[str, int | None, str, int]  # (phase, step, module, call)
+_COMPARED = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count")
+# Settings that say how a run was made but not what it computes: never reported as a difference.
+_IGNORED_SETTINGS = frozenset({"source"})
+
+
+def same_bits(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _same_value(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def rows_differ(a: StatRow, b: StatRow) -> str | None:
+    """The first thing that tells two outputs apart ('shape', 'dtype', 'fingerprint', a stat name), or None."""
+    if a.shape != b.shape:
+        return "shape"
+    if a.dtype != b.dtype:
+        return "dtype"
+    if a.fingerprint is not None and b.fingerprint is not None and a.fingerprint != b.fingerprint:
+        return "fingerprint"
+    for name in _COMPARED:
+        if not _same_value(float(getattr(a, name)), float(getattr(b, name))):
+            return name
+    return None
+
+
+def _key(row: StatRow) -> Key:
+    return (row.phase, row.step, row.module, row.call)
+
+
+def _where(row: StatRow, what: str) -> dict[str, Any]:
+    return {"phase": row.phase, "step": row.step, "module": row.module, "call": row.call, "what": what}
+
+
+def first_stat_divergence(rows_a: list[StatRow], rows_b: list[StatRow]) -> dict[str, Any] | None:
+    """The earliest output (in run A's execution order) that differs in B or is missing from it; then the
+    earliest output of B that A does not have. None when every recorded output matches."""
+    by_key = {_key(r): r for r in rows_b}
+    for row in rows_a:
+        other = by_key.pop(_key(row), None)
+        if other is None:
+            return _where(row, "missing in the second run")
+        what = rows_differ(row, other)
+        if what is not None:
+            return _where(row, what)
+    if by_key:
+        first = min(by_key.values(), key=lambda r: r.seq)
+        return _where(first, "missing in the first run")
+    return None
+
+
+def relative_delta(a: float, b: float) -> float:
+    """|a − b| scaled by the larger magnitude; 0 when equal, inf when exactly one is non-finite."""
+    if _same_value(a, b):
+        return 0.0
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return math.inf
+    return abs(a - b) / max(abs(a), abs(b), 1e-12)
+
+
+def module_deltas(rows_a: list[StatRow], rows_b: list[StatRow], stat: str = "std") -> dict[str, float]:
+    """Per module (call 0): the largest relative difference of one statistic over all phases and steps."""
+    by_key = {_key(r): r for r in rows_b if r.call == 0}
+    out: dict[str, float] = {}
+    for row in rows_a:
+        other = by_key.get(_key(row))
+        if row.call != 0 or other is None:
+            continue
+        delta = relative_delta(float(getattr(row, stat)), float(getattr(other, stat)))
+        out[row.module] = max(out.get(row.module, 0.0), delta)
+    return out
+
+
+def settings_diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[Any]]:
+    """{setting: [value in A, value in B]} for every setting that differs."""
+    keys = sorted((set(a) | set(b)) - _IGNORED_SETTINGS)
+    return {k: [a.get(k), b.get(k)] for k in keys if a.get(k) != b.get(k)}
+
+
+def environment_diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[Any]]:
+    """Versions, device, threads and determinism flags that differ between two runs' environments."""
+    flat_a = {**{k: v for k, v in a.items() if not isinstance(v, dict)}, **(a.get("determinism") or {})}
+    flat_b = {**{k: v for k, v in b.items() if not isinstance(v, dict)}, **(b.get("determinism") or {})}
+    return settings_diff(flat_a, flat_b)
+
+
+def _pixels(record: RunRecord) -> np.ndarray | None:
+    path = record.image_path("final")
+    if path is None:
+        return None
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGBA"))
+    except OSError:
+        return None
+
+
+def _tensor_divergence(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
+    """Step tensors and the final image, bit for bit (for runs whose stats cannot tell)."""
+    steps_a, steps_b = [s.index for s in a.steps()], [s.index for s in b.steps()]
+    for step in steps_a:
+        if step not in steps_b:
+            return {"phase": "denoise", "step": step, "module": None, "what": "step missing in the second run"}
+        ta, tb = a.step_tensors(step), b.step_tensors(step)
+        for name in ("latents", "x0"):
+            if not same_bits(ta.get(name), tb.get(name)):
+                return {"phase": "denoise", "step": step, "module": None, "what": name}
+    extra = sorted(set(steps_b) - set(steps_a))
+    if extra:
+        return {"phase": "denoise", "step": extra[0], "module": None, "what": "step missing in the first run"}
+    if not same_bits(_pixels(a), _pixels(b)):
+        return {"phase": "decode", "step": None, "module": None, "what": "final image"}
+    return None
+
+
+def first_divergence(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
+    """Where two recorded runs first differ: {"phase", "step", "module", "call", "what"}, or None."""
+    return first_stat_divergence(a.stats(), b.stats()) or _tensor_divergence(a, b)
+
+
+def compare_records(a: RunRecord, b: RunRecord) -> dict[str, Any]:
+    """CONTRACT's `compare` dict, with the per-module deltas and the two environments' differences."""
+    rows_a, rows_b = a.stats(), b.stats()
+    divergence = first_stat_divergence(rows_a, rows_b) or _tensor_divergence(a, b)
+    verdict_a, verdict_b = a.verdict or {}, b.verdict or {}
+    return {
+        "same": divergence is None,
+        "run_a": str(a.path),
+        "run_b": str(b.path),
+        "settings_diff": settings_diff(a.settings, b.settings),
+        "environment_diff": environment_diff(a.environment, b.environment),
+        "first_divergence": divergence,
+        "verdicts": [verdict_a.get("label"), verdict_b.get("label")],
+        "first_anomalies": [a.first_anomaly, b.first_anomaly],
+        "module_deltas": {m: (d if math.isfinite(d) else None) for m, d in module_deltas(rows_a, rows_b).items()},
+        "steps": [len(a.steps()), len(b.steps())],
+    }
+
+
+def compare(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
+    """Compare two run folders (RecordError when either cannot be read)."""
+    return compare_records(RunRecord(run_a), RunRecord(run_b))
+
+
+def compare_runs(original: str | Path, replay: str | Path) -> dict[str, Any]:
+    """Did a replay reproduce its original? {"reproduced", "seed", "steps", "first_divergence", ...}."""
+    a, b = RunRecord(original), RunRecord(replay)
+    divergence = first_divergence(a, b)
+    return {
+        "original": str(a.path),
+        "replay": str(b.path),
+        "seed": a.settings.get("seed"),
+        "steps": len(a.steps()),
+        "reproduced": divergence is None,
+        "first_divergence": divergence,
+        "environment_diff": environment_diff(a.environment, b.environment),
+    }
+
+
+def describe_divergence(divergence: dict[str, Any]) -> str:
+    """One line: 'unet.mid_block (fingerprint) at denoise step 3'."""
+    what = divergence.get("what")
+    module = divergence.get("module")
+    head = f"{module} ({what})" if module else str(what)
+    step = divergence.get("step")
+    where = divergence.get("phase") if step is None else f"{divergence.get('phase')} step {step}"
+    return f"{head} at {where}"
+

@@ -1,0 +1,69 @@
+"""Re-running recorded runs in one process: the recorded settings, the pipeline they were made with (loaded
+once per source, device and dtype), or a pipeline object the user already has in memory.
+
+Loops that re-run — replay, bisection, settings bisection, sweeps — go through here, so a pipeline is loaded
+once per loop and not once per run (a CLI run spends seconds importing and loading before its first step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.loading import LoadedPipeline, component_dtypes, load_pipeline
+from ghostviewer.engine.settings import RunSettings
+from ghostviewer.record import RecordError, RunRecord
+
+
+def wrap_pipeline(pipe: Any) -> LoadedPipeline:
+    """A DiffusionPipeline already in memory (with whatever the user patched into it), as the runner takes it."""
+    device_of = getattr(pipe, "device", None)
+    return LoadedPipeline(
+        pipe=pipe,
+        source=f"<in-memory {type(pipe).__name__}>",
+        source_kind="memory",
+        device=str(device_of or "cpu"),
+        dtypes=component_dtypes(pipe),
+        weight_hashes={},
+    )
+
+
+def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSettings]:
+    """The record and the settings it was made with; GhostError (a usage error) when it is not a run."""
+    try:
+        record = RunRecord(run_dir)
+        settings = RunSettings.from_dict(dict(record.settings))
+    except RecordError as exc:
+        raise GhostError(str(exc)) from None
+    except TypeError as exc:
+        raise GhostError(f"run {run_dir} holds settings this GhostViewer cannot read: {exc}") from None
+    if record.status == "running":
+        raise GhostError(f"run {Path(run_dir).name} has not finished (still running, or killed): nothing to re-run")
+    return record, settings
+
+
+@dataclass
+class PipelineCache:
+    """Pipelines loaded for a loop, keyed by (source, device, dtype); `pipeline` overrides every load."""
+
+    pipeline: Any = None  # an in-memory pipeline object: used as it is, never reloaded
+    allow_pickle: bool = False
+    _loaded: dict[tuple[str, str, str], LoadedPipeline] = field(default_factory=dict)
+
+    def get(self, settings: RunSettings) -> LoadedPipeline:
+        if self.pipeline is not None:
+            if not self._loaded:
+                self._loaded[("memory", "", "")] = wrap_pipeline(self.pipeline)
+            return next(iter(self._loaded.values()))
+        if settings.source.startswith("<in-memory"):
+            raise GhostError(
+                "this run was made with a pipeline object in memory: pass the same object as pipeline= to re-run it"
+            )
+        key = (settings.source, settings.device or "auto", settings.dtype or "")
+        if key not in self._loaded:
+            self._loaded[key] = load_pipeline(
+                settings.source, settings.device or "auto", settings.dtype or None, self.allow_pickle
+            )
+        return self._loaded[key]
