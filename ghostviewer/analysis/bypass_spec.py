@@ -29,7 +29,7 @@ def parse_steps(text: str) -> StepRange:
     if (first is not None and first < 0) or (last is not None and last < 0):
         raise BypassSpecError("steps cannot be negative")
     if first is not None and last is not None and last <= first:
-        raise BypassSpecError(f"the step range {text} is empty")
+        raise BypassSpecError(f"the step range is empty: {text}")
     return (first, last)
 
 

@@ -195,6 +195,10 @@ class EngineSession:
         except (GhostError, RecordError, TypeError, ValueError) as exc:
             if not ended:
                 self.emit("failed", id=ident, run_dir=None, error=str(exc))
+        except Exception as exc:  # a bug of ours: the run still ends, as failed, and the log keeps the traceback
+            traceback.print_exc(file=sys.stderr)
+            if not ended:
+                self.emit("failed", id=ident, run_dir=None, error=f"{type(exc).__name__}: {exc}")
         finally:
             with self._lock:
                 self._token = self._run_id = None
@@ -206,16 +210,25 @@ class EngineSession:
 
 
 def decode_step(loaded: Any, run_dir: Path, step: int, tensor: str = "latents") -> Path:
-    """Full VAE decode of one step's latents (or predicted x0), written as images/step_NNNN_decoded*.png."""
+    """Full VAE decode of one step's latents (or predicted x0), added to the run through its record as
+    images/step_NNNN_decoded*.png. Decoded in the dtype the run's VAE had; refused when the loaded pipeline's
+    weights are not the ones the run was made with."""
     import numpy as np
     import torch
-    from PIL import Image
 
+    from ghostviewer.engine.devices import DTYPES
     from ghostviewer.engine.errors import GhostError
     from ghostviewer.record import RunRecord
-    from ghostviewer.record.writer import to_uint8_image
+    from ghostviewer.record.writer import annex_image
 
-    tensors = RunRecord(run_dir).step_tensors(step)
+    record = RunRecord(run_dir)
+    made_with = (record.environment or {}).get("pipeline") or {}
+    recorded_hashes = made_with.get("weight_hashes") or {}
+    vae_hash = recorded_hashes.get("vae")
+    if vae_hash and loaded.weight_hashes.get("vae") and vae_hash != loaded.weight_hashes["vae"]:
+        raise GhostError(f"the loaded pipeline's VAE is not the one run {record.run_id} was made with "
+                         f"(load {made_with.get('source')} to decode its steps)")
+    tensors = record.step_tensors(step)
     if tensor not in tensors:
         raise GhostError(f"step {step} of {run_dir.name} has no recorded {tensor!r} to decode")
     vae = getattr(loaded.pipe, "vae", None)
@@ -226,18 +239,21 @@ def decode_step(loaded: Any, run_dir: Path, step: int, tensor: str = "latents") 
     if latents.ndim != 3 or latents.shape[0] != channels:
         raise GhostError(f"latents of shape {latents.shape} do not fit this VAE ({channels} channels); "
                          "load the pipeline the run was made with")
+    run_dtype = DTYPES.get(str(((made_with.get("components") or {}).get("vae") or {}).get("dtype")), vae.dtype)
+    loaded_dtype = vae.dtype
     scaling = float(vae.config.get("scaling_factor") or 1.0)
     shift = float(vae.config.get("shift_factor") or 0.0)
-    z = torch.from_numpy(latents)[None].to(device=vae.device, dtype=vae.dtype)
-    with torch.inference_mode():
-        image = vae.decode(z / scaling + shift).sample[0].float().cpu().numpy()
+    try:
+        if run_dtype != loaded_dtype:
+            vae.to(run_dtype)  # the run's own precision: an fp16 overflow must come back when decoded
+        z = torch.from_numpy(latents)[None].to(device=vae.device, dtype=run_dtype)
+        with torch.inference_mode():
+            image = vae.decode(z / scaling + shift).sample[0].float().cpu().numpy()
+    finally:
+        if vae.dtype != loaded_dtype:
+            vae.to(loaded_dtype)
     name = f"step_{step:04d}_decoded" + ("" if tensor == "latents" else f"_{tensor}")
-    target = run_dir / "images" / f"{name}.png"
-    target.parent.mkdir(exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    Image.fromarray(to_uint8_image(image.transpose(1, 2, 0) / 2.0 + 0.5)).save(tmp, format="PNG")
-    os.replace(tmp, target)
-    return target
+    return annex_image(run_dir, name, image.transpose(1, 2, 0) / 2.0 + 0.5, step=step)
 
 
 def lower_priority() -> int:

@@ -291,6 +291,35 @@ class RunWriter:
                 pass  # never mask the original exception; the run then reads as 'running'
 
 
+def annex_image(run_dir: str | Path, name: str, image: np.ndarray, step: int | None = None) -> Path:
+    """Add an image to a finished run through its record (e.g. a full VAE decode of one step asked for later):
+    written atomically under images/ and listed in the run's files table, so readers and bundles see it."""
+    run_dir = Path(run_dir)
+    _check_name(name)
+    db = run_dir / schema.DB_NAME
+    if not db.is_file():
+        raise RecordError(f"not a GhostViewer run (no {schema.DB_NAME}): {run_dir}")
+    relpath = f"images/{name}.png"
+    target = run_dir / relpath
+    target.parent.mkdir(exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    Image.fromarray(to_uint8_image(image)).save(tmp, format="PNG")
+    os.replace(tmp, target)
+    try:
+        conn = sqlite3.connect(db, timeout=5.0)
+        try:
+            conn.execute(
+                "INSERT OR REPLACE INTO files (name, kind, relpath, step) VALUES (?, 'image', ?, ?)",
+                (name, relpath, step),
+            )
+            conn.commit()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise RecordError(f"cannot add {relpath} to run {run_dir.name}: {exc}") from exc
+    return target
+
+
 def _opt_float(value: float | None) -> float | None:
     return None if value is None else float(value)
 
