@@ -16,20 +16,12 @@ from ghostviewer.paths import default_runs_dir
 def _loaded(
     source: Any, device: str = "auto", dtype: str | None = None, allow_pickle: bool = False, config: Any = None
 ) -> Any:
-    from ghostviewer.engine.loading import LoadedPipeline, component_dtypes, load_pipeline
+    from ghostviewer.engine.loading import load_pipeline
+    from ghostviewer.engine.rerun import wrap_pipeline
 
     if isinstance(source, (str, Path)):
         return load_pipeline(source, device=device, dtype=dtype, allow_pickle=allow_pickle, config=config)
-    pipe = source
-    device_of = getattr(pipe, "device", None)
-    return LoadedPipeline(
-        pipe=pipe,
-        source=f"<in-memory {type(pipe).__name__}>",
-        source_kind="memory",
-        device=str(device_of or "cpu"),
-        dtypes=component_dtypes(pipe),
-        weight_hashes={},
-    )
+    return wrap_pipeline(source)
 
 
 def run(
@@ -81,6 +73,67 @@ def run(
     return execute_run(loaded, settings, Path(runs_dir) if runs_dir else default_runs_dir(), on_progress=on_progress)
 
 
+def replay(
+    run_dir: str | Path,
+    times: int = 1,
+    *,
+    pipeline: Any = None,
+    runs_dir: str | Path | None = None,
+    allow_pickle: bool = False,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Re-run a recorded run `times` times with its exact settings; CONTRACT's `replay` dict.
+
+    `pipeline`: a DiffusionPipeline in memory (with whatever you patched into it) instead of the recorded source.
+    """
+    from ghostviewer.engine.replay import replay_run
+
+    return replay_run(run_dir, times, pipeline=pipeline, runs_dir=runs_dir, allow_pickle=allow_pickle,
+                      on_progress=on_progress)
+
+
+def compare(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
+    """Two recorded runs side by side: settings that differ and the first divergence (CONTRACT `compare`)."""
+    from ghostviewer.analysis.compare import compare as compare_folders
+    from ghostviewer.engine.errors import GhostError
+    from ghostviewer.record import RecordError
+
+    try:
+        return compare_folders(run_a, run_b)
+    except RecordError as exc:
+        raise GhostError(str(exc)) from None
+
+
+def sweep(
+    list_or_path: str | Path | Iterable[Any] | None = None,
+    seeds: str | int | Iterable[int] = "0-9",
+    *,
+    source: Any = "demo",
+    steps: int = 20,
+    faults: Iterable[str] = (),
+    bypass: Iterable[str] = (),
+    resume: str | Path | None = None,
+    ray: str | None = None,
+    runs_dir: str | Path | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """Every prompt × every seed, traced and judged, recorded as a sweep study; CONTRACT's `sweep` dict
+    ({"runs", "failure_rate", "failed", "total", "failure_rate_by_seed", "study_dir"}).
+
+    `list_or_path`: a prompt list file (.txt/.csv/.jsonl/.json, streamed) or a list of prompts or dicts.
+    `source` may be a DiffusionPipeline in memory. `resume`: a sweep study folder to finish. `ray`: "auto",
+    "local" or a cluster address. Other keywords (guidance, negative, dtype, device, scheduler, config,
+    allow_pickle, trace_depth, tensors_every, cancel) go to `ghostviewer.engine.sweep.run_sweep`.
+    """
+    from ghostviewer.engine.sweep import run_sweep
+
+    in_memory = not isinstance(source, (str, Path))
+    return run_sweep(list_or_path, seeds, source="demo" if in_memory else str(source),
+                     pipeline=source if in_memory else None, steps=steps, faults=faults, bypass=bypass,
+                     study_dir=resume, ray=ray, runs_dir=runs_dir, on_progress=on_progress, **settings)
+
+
 def blocks(source: Any = "demo", *, allow_pickle: bool = False, config: str | Path | None = None) -> dict[str, Any]:
     """Every component's blocks: `{"blocks": [{"module", "kind", "bypassable"}, …]}`."""
     from ghostviewer.engine.blocks import discover_blocks
@@ -94,3 +147,24 @@ def faults() -> dict[str, Any]:
     from ghostviewer.engine.faults import list_faults
 
     return {"faults": list_faults()}
+
+
+def export(
+    run_dirs: str | Path | Iterable[str | Path],
+    path: str | Path,
+    *,
+    include_tensors: bool = True,
+    include_feature_maps: bool = True,
+) -> dict[str, Any]:
+    """Write a bug-report bundle of one run folder or several: `{"bundle", "size", "runs"}`."""
+    from ghostviewer.record.bundle import export_bundle
+
+    dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
+    return export_bundle(dirs, path, include_tensors=include_tensors, include_feature_maps=include_feature_maps)
+
+
+def inspect(path: str | Path) -> dict[str, Any]:
+    """A bundle's read-only summary, every member checked: `{"manifest", "runs", "files"}` (runs nothing)."""
+    from ghostviewer.record.bundle import inspect_bundle
+
+    return inspect_bundle(path)

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from ghostviewer.cli_sweep import add_sweep_parser, cmd_sweep
 from ghostviewer.paths import default_runs_dir, log_dir
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
@@ -78,6 +79,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--capture-attention", action="store_true", help="record cross-attention maps per token")
     run.add_argument("--runs-dir")
     run.add_argument("--json", action="store_true")
+
+    replay = sub.add_parser("replay", help="re-run a recorded run N times and say where it stops reproducing")
+    replay.add_argument("run_dir", metavar="RUN_DIR")
+    replay.add_argument("--times", type=int, default=1)
+    replay.add_argument("--allow-pickle", action="store_true")
+    replay.add_argument("--runs-dir", help="where the replay study goes (default: beside the run)")
+    replay.add_argument("--json", action="store_true")
+
+    compare = sub.add_parser("compare", help="compare two recorded runs: settings and the first divergence")
+    compare.add_argument("run_a", metavar="RUN_A")
+    compare.add_argument("run_b", metavar="RUN_B")
+    compare.add_argument("--json", action="store_true")
+
+    export = sub.add_parser("export", help="write a bug-report bundle (.zip) of one or more runs")
+    export.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    export.add_argument("-o", "--output", required=True, metavar="BUNDLE.zip")
+    export.add_argument("--no-tensors", action="store_true", help="leave out step tensors (previews stay)")
+    export.add_argument("--no-feature-maps", action="store_true", help="leave out feature and attention maps")
+    export.add_argument("--json", action="store_true")
+
+    inspect = sub.add_parser("inspect", help="summarise a bundle (read-only: runs nothing from it)")
+    inspect.add_argument("bundle", metavar="BUNDLE.zip")
+    inspect.add_argument("--json", action="store_true")
+
+    add_sweep_parser(sub)
 
     demo = sub.add_parser("demo", help="generate a demo image, or list the ghost lab's fault presets")
     demo.add_argument("--list-faults", action="store_true")
@@ -185,13 +211,103 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM if _is_problem(result) else EXIT_OK
 
 
+def _where(divergence: dict[str, Any]) -> str:
+    from ghostviewer.analysis.compare import describe_divergence
+
+    return describe_divergence(divergence)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from ghostviewer import api
+
+    def progress(event: dict[str, Any]) -> None:
+        if event.get("event") == "replayed":
+            state = "bit-identical" if event["reproduced"] else f"differs: {_where(event['first_divergence'])}"
+            print(f"  replay {event['run']}/{event['times']}: {state}", file=sys.stderr)
+
+    result = api.replay(args.run_dir, times=args.times, runs_dir=args.runs_dir, allow_pickle=args.allow_pickle,
+                        on_progress=progress)
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"{result['summary']} (seed {result['seed']}); study: {result['study_dir']}")
+        if result["first_divergence"]:
+            print(f"first divergence: run {result['first_divergence']['run']}, {_where(result['first_divergence'])}")
+        for key, (a, b) in result["environment_diff"].items():
+            print(f"environment differs: {key}: {a} vs {b}")
+    return EXIT_OK if result["reproduced"] else EXIT_PROBLEM
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ghostviewer import api
+
+    result = api.compare(args.run_a, args.run_b)
+    if args.json:
+        _print_json(result)
+    else:
+        print("same: every recorded output is bit-identical" if result["same"] else "the runs differ")
+        for key, (a, b) in result["settings_diff"].items():
+            print(f"  setting {key}: {a!r} vs {b!r}")
+        if result["first_divergence"]:
+            print(f"first divergence: {_where(result['first_divergence'])}")
+        print(f"verdicts: {result['verdicts'][0]} vs {result['verdicts'][1]}")
+    return EXIT_OK if result["same"] else EXIT_PROBLEM
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ghostviewer import api
+
+    result = api.export(
+        args.run_dirs, args.output, include_tensors=not args.no_tensors, include_feature_maps=not args.no_feature_maps
+    )
+    if args.json:
+        _print_json({"bundle": result["bundle"], "size": result["size"], "runs": result["runs"]})
+    else:
+        print(f"{result['bundle']} ({result['size'] / 1024:.1f} KiB, {len(result['runs'])} run(s))")
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from ghostviewer import api
+
+    result = api.inspect(args.bundle)
+    problem = any(_is_problem(run) or run.get("status") == "failed" for run in result["runs"])
+    if args.json:
+        _print_json(result)
+        return EXIT_PROBLEM if problem else EXIT_OK
+    manifest = result["manifest"]
+    print(f"bundle:  {args.bundle} ({len(result['files'])} files, {result['size'] / 1024:.1f} KiB), "
+          f"made {manifest['created_at']} by GhostViewer {manifest['ghostviewer']}")
+    for run, entry in zip(result["runs"], manifest["runs"], strict=True):
+        verdict = (run.get("verdict") or {}).get("label", run["status"])
+        print(f"run {run['run_id']}: verdict {verdict}, status {run['status']}, seed {run['seed']}, "
+              f"{run['steps']} steps, prompt {run['prompt']!r}")
+        anomaly = run.get("first_anomaly")
+        if anomaly:
+            where = f"step {anomaly['step']}" if anomaly.get("step") is not None else anomaly["phase"]
+            print(f"  first anomaly: {anomaly['kind']} in {anomaly['module']} ({where})")
+        if entry.get("command"):
+            print(f"  reproduce: {entry['command']}")
+    return EXIT_PROBLEM if problem else EXIT_OK
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     from ghostviewer.gui.app import main as gui_main
 
     return gui_main(getattr(args, "path", None))
 
 
-COMMANDS = {"run": cmd_run, "blocks": cmd_blocks, "demo": cmd_demo, "gui": cmd_gui}
+COMMANDS = {
+    "run": cmd_run,
+    "blocks": cmd_blocks,
+    "demo": cmd_demo,
+    "gui": cmd_gui,
+    "replay": cmd_replay,
+    "compare": cmd_compare,
+    "export": cmd_export,
+    "inspect": cmd_inspect,
+    "sweep": cmd_sweep,
+}
 
 
 def _quiet_libraries() -> None:
@@ -203,6 +319,7 @@ def _quiet_libraries() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from ghostviewer.engine.errors import GhostError  # torch-free module
+    from ghostviewer.record import RecordError  # torch-free; bundles' BundleError is one
 
     try:
         args = build_parser().parse_args(argv)
@@ -215,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"ghostviewer: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except GhostError as exc:
+    except (GhostError, RecordError) as exc:
         print(f"ghostviewer: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -1,0 +1,324 @@
+"""Writing bug-report bundles: run folders -> one zip with a manifest, README.txt and repro.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import stat
+import struct
+import tempfile
+import time
+import zipfile
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save as save_safetensors
+
+import ghostviewer
+
+from . import schema
+from .bundle_format import (
+    BUNDLE_VERSION,
+    DEFAULT_MAX_SIZE,
+    FEATURE_MAP_PREFIXES,
+    MANIFEST,
+    MAX_RATIO,
+    PREVIEW_KEYS,
+    RATIO_FLOOR,
+    README,
+    REPRO,
+    RUNS_FOLDER,
+    BundleError,
+    check_member_name,
+)
+from .bundle_texts import command_line, readme, repro_script
+from .errors import RecordError
+from .reader import RunRecord
+
+_CHUNK = 1024 * 1024
+_FILE_MODE = (stat.S_IFREG | 0o644) << 16
+
+
+@dataclass(frozen=True)
+class _Member:
+    name: str  # inside the zip
+    source: Path | None  # a file to copy ...
+    data: bytes | None = None  # ... or bytes made here
+
+
+# -- what goes in -----------------------------------------------------------------------------------
+def _records(run_dirs: Iterable[str | Path]) -> list[RunRecord]:
+    records: list[RunRecord] = []
+    for run_dir in run_dirs:
+        record = RunRecord(run_dir)  # RecordError (one line) when it is not a readable run
+        if any(r.run_id == record.run_id for r in records):
+            raise BundleError(f"two runs share the id {record.run_id}; a bundle holds each run once")
+        records.append(record)
+    if not records:
+        raise BundleError("no run folders given to export")
+    return records
+
+
+def _safetensors_header(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > 100 * 1024**2:
+                raise ValueError("header too large")
+            header = json.loads(handle.read(length))
+        if not isinstance(header, dict):
+            raise ValueError("header is not an object")
+        return header
+    except (OSError, ValueError, struct.error) as exc:
+        raise RecordError(f"unreadable tensor file {path}: {exc}") from exc
+
+
+def _kept_keys(path: Path, include_tensors: bool, include_feature_maps: bool, step: int | None) -> list[str] | None:
+    """Keys to keep in a tensors file; None keeps the file byte for byte."""
+    keys = [k for k in _safetensors_header(path) if k != "__metadata__"]
+    kept = keys
+    if not include_tensors and step is not None:  # step tensors go; their cheap uint8 previews stay
+        kept = [k for k in kept if k in PREVIEW_KEYS]
+    if not include_feature_maps:
+        kept = [k for k in kept if not k.startswith(FEATURE_MAP_PREFIXES)]
+    return None if kept == keys else kept
+
+
+def _kept_size(path: Path, kept: list[str] | None) -> int:
+    if kept is None:
+        return path.stat().st_size
+    header = _safetensors_header(path)
+    data = sum(header[k]["data_offsets"][1] - header[k]["data_offsets"][0] for k in kept)
+    return 8 + 64 * (len(kept) + 1) + data  # header size estimated
+
+
+def _listed_files(record: RunRecord, conn: sqlite3.Connection | None = None) -> list[tuple[str, str, int | None]]:
+    rows = (conn.execute("SELECT kind, relpath, step FROM files").fetchall() if conn is not None
+            else [(f["kind"], f["relpath"], f["step"]) for f in record.files()])
+    out = []
+    for kind, relpath, step in rows:
+        target = (record.path / relpath).resolve()
+        if target.is_relative_to(record.path.resolve()) and target.is_file():
+            out.append((kind, relpath, step))
+    return out
+
+
+def estimate_bundle_size(
+    run_dirs: Iterable[str | Path], *, include_tensors: bool = True, include_feature_maps: bool = True
+) -> int:
+    """Bytes the bundle's members take uncompressed (an upper bound: the zip is usually smaller)."""
+    total = 16 * 1024  # manifest, README.txt, repro.py
+    for record in _records(run_dirs):
+        db = record.path / schema.DB_NAME
+        total += sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.is_file())
+        for kind, relpath, step in _listed_files(record):
+            path = record.path / relpath
+            if kind == "tensors":
+                total += _kept_size(path, _kept_keys(path, include_tensors, include_feature_maps, step))
+            else:
+                total += path.stat().st_size
+    return total
+
+
+# -- the database -----------------------------------------------------------------------------------
+def _snapshot(record: RunRecord, target: Path) -> sqlite3.Connection:
+    """A consistent single-file copy of run.sqlite (the backup API: safe while a WAL writer is active)."""
+    db = (record.path / schema.DB_NAME).resolve()
+    try:
+        source = sqlite3.connect(db.as_uri() + "?mode=ro", uri=True, timeout=5.0)
+        try:
+            source.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:  # WAL on read-only media without -shm
+            source.close()
+            source = sqlite3.connect(db.as_uri() + "?immutable=1", uri=True, timeout=5.0)
+        copy = sqlite3.connect(target)
+        with source:
+            source.backup(copy)
+        source.close()
+        copy.execute("PRAGMA journal_mode=DELETE")
+        return copy
+    except sqlite3.Error as exc:
+        raise RecordError(f"cannot copy the run database of {record.run_id}: {exc}") from exc
+
+
+# -- the manifest -----------------------------------------------------------------------------------
+def _run_entry(record: RunRecord, options: dict[str, bool]) -> dict[str, Any]:
+    settings, recorded_env = record.settings, record.environment
+    environment = {k: v for k, v in recorded_env.items() if k != "pipeline"}
+    environment.setdefault("os", recorded_env.get("platform"))
+    environment.setdefault("dtype", settings.get("dtype"))
+    pipeline = dict(recorded_env.get("pipeline") or {})
+    pipeline.setdefault("source", settings.get("source"))
+    folder = f"{RUNS_FOLDER}/{record.run_id}"
+    image = record.image_path("final")
+    return {
+        "run_id": record.run_id,
+        "folder": folder,
+        "created_at": record.created_at,
+        "status": record.status,
+        "prompt": settings.get("prompt"),
+        "negative": settings.get("negative_prompt"),
+        "seed": settings.get("seed"),
+        "steps": settings.get("steps"),
+        "settings": settings,
+        "bypasses": list(settings.get("bypass") or []),
+        "faults": list(settings.get("faults") or []),
+        "verdict": record.verdict,
+        "first_anomaly": record.first_anomaly,
+        "elapsed_s": record.elapsed_s,
+        "error": record.error,
+        "recorded_steps": len(record.steps()),
+        "image": None if image is None else f"{folder}/images/{image.name}",
+        "pipeline": pipeline,
+        "environment": environment,
+        "command": command_line(settings),
+        **options,
+    }
+
+
+# -- writing ----------------------------------------------------------------------------------------
+def _run_members(record: RunRecord, work: Path, options: dict[str, bool]) -> list[_Member]:
+    folder = f"{RUNS_FOLDER}/{record.run_id}"
+    work.mkdir()
+    conn = _snapshot(record, work / schema.DB_NAME)
+    members: list[_Member] = []
+    try:
+        for kind, relpath, step in _listed_files(record, conn):
+            check_member_name(f"{folder}/{relpath}")
+            path = record.path / relpath
+            kept = (_kept_keys(path, options["include_tensors"], options["include_feature_maps"], step)
+                    if kind == "tensors" else None)
+            if kept is None:
+                members.append(_Member(f"{folder}/{relpath}", path))
+            elif kept:  # rewritten without the left-out keys, in the work folder (not in memory)
+                slim = work / relpath.replace("/", "__")
+                with safe_open(str(path), framework="numpy") as handle:
+                    slim.write_bytes(save_safetensors({k: handle.get_tensor(k) for k in kept}))
+                members.append(_Member(f"{folder}/{relpath}", slim))
+            else:  # nothing left: the file goes, and so does its row in the bundled database
+                conn.execute("DELETE FROM files WHERE relpath = ?", (relpath,))
+        conn.commit()
+        conn.execute("VACUUM")
+    except sqlite3.Error as exc:
+        raise RecordError(f"cannot copy the run database of {record.run_id}: {exc}") from exc
+    except (OSError, ValueError, SafetensorError) as exc:
+        raise RecordError(f"cannot read the files of run {record.run_id}: {exc}") from exc
+    finally:
+        conn.close()
+    return [_Member(f"{folder}/{schema.DB_NAME}", work / schema.DB_NAME), *members]
+
+
+def _chunks(member: _Member) -> Iterable[bytes]:
+    if member.data is not None:
+        yield member.data
+        return
+    assert member.source is not None
+    with member.source.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            yield chunk
+
+
+def _size(member: _Member) -> int:
+    return len(member.data) if member.data is not None else member.source.stat().st_size  # type: ignore[union-attr]
+
+
+def _compression(member: _Member, size: int) -> int:
+    """Deflate, unless the member would look like a zip bomb to a reader (all-NaN maps compress ~1000:1)."""
+    if size <= RATIO_FLOOR:
+        return zipfile.ZIP_DEFLATED
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    packed = sum(len(packer.compress(chunk)) for chunk in _chunks(member)) + len(packer.flush())
+    return zipfile.ZIP_STORED if size > MAX_RATIO * max(packed, 1) * 0.9 else zipfile.ZIP_DEFLATED
+
+
+def _write(zf: zipfile.ZipFile, member: _Member, stamp: tuple[int, ...]) -> dict[str, Any]:
+    size = _size(member)
+    info = zipfile.ZipInfo(member.name, date_time=stamp[:6])  # type: ignore[arg-type]
+    info.external_attr = _FILE_MODE
+    info.compress_type = _compression(member, size)
+    digest, written = hashlib.sha256(), 0
+    with zf.open(info, "w", force_zip64=size > 2**31) as out:
+        for chunk in _chunks(member):
+            digest.update(chunk)
+            out.write(chunk)
+            written += len(chunk)
+    return {"name": member.name, "size": written, "sha256": digest.hexdigest()}
+
+
+def export_bundle(
+    run_dirs: Iterable[str | Path],
+    out_zip: str | Path,
+    *,
+    include_tensors: bool = True,
+    include_feature_maps: bool = True,
+) -> dict[str, Any]:
+    """Write a bug-report bundle of the runs; returns {"bundle", "size", "runs"}.
+
+    include_tensors=False leaves out step tensors (latents, x0, maps; run.sqlite, initial noise, prompt
+    tensors, images and the cheap step previews stay); include_feature_maps=False leaves out `fm/*` and
+    `attn/*` maps. Weights are never included, only the hashes the run recorded.
+    """
+    records = _records(run_dirs)
+    out = Path(out_zip)
+    options = {"include_tensors": bool(include_tensors), "include_feature_maps": bool(include_feature_maps)}
+    now = datetime.now().astimezone()
+    stamp = tuple(max(1980, now.year) if i == 0 else v for i, v in enumerate(now.timetuple()[:6]))
+    manifest: dict[str, Any] = {
+        "bundle_version": BUNDLE_VERSION,
+        "created_at": now.isoformat(timespec="seconds"),
+        "ghostviewer": ghostviewer.__version__,
+        "generator": "ghostviewer export",
+        "options": options,
+        "runs": [_run_entry(record, options) for record in records],
+        "files": [],
+    }
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BundleError(f"cannot create the folder for {out}: {exc.strerror or exc}") from exc
+    partial = out.with_name(f".{out.name}.{os.getpid()}.{time.monotonic_ns()}.part")
+    try:
+        with tempfile.TemporaryDirectory(prefix="ghostviewer-bundle-") as work:
+            members = [m for i, r in enumerate(records) for m in _run_members(r, Path(work) / str(i), options)]
+            total = sum(_size(m) for m in members)
+            if total > DEFAULT_MAX_SIZE:
+                raise BundleError(
+                    f"the bundle would hold {total / 1024**3:.1f} GiB, more than a reader accepts "
+                    f"({DEFAULT_MAX_SIZE / 1024**3:.0f} GiB); leave out tensors or feature maps"
+                )
+            members += [_Member(README, None, readme(manifest).encode()),
+                        _Member(REPRO, None, repro_script(manifest).encode())]
+            with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+                manifest["files"] = [_write(zf, m, stamp) for m in members]
+                text = json.dumps(schema.jsonable(manifest), indent=1, ensure_ascii=False, allow_nan=False)
+                _write(zf, _Member(MANIFEST, None, text.encode()), stamp)
+        os.replace(partial, out)
+    except OSError as exc:
+        raise BundleError(f"cannot write the bundle {out}: {exc.strerror or exc}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+    return {
+        "bundle": str(out),
+        "size": out.stat().st_size,
+        "runs": [_summary(entry, record) for entry, record in zip(manifest["runs"], records, strict=True)],
+    }
+
+
+def _summary(entry: dict[str, Any], record: RunRecord) -> dict[str, Any]:
+    return {
+        "run_dir": str(record.path),
+        "run_id": entry["run_id"],
+        "prompt": entry["prompt"],
+        "seed": entry["seed"],
+        "steps": entry["steps"],
+        "verdict": entry["verdict"],
+        "first_anomaly": entry["first_anomaly"],
+        "status": entry["status"],
+    }

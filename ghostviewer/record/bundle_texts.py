@@ -1,0 +1,187 @@
+"""The human side of a bundle: README.txt, repro.py and the `ghostviewer run …` line that repeats a run."""
+
+from __future__ import annotations
+
+import json
+import pprint
+import shlex
+from typing import Any
+
+from . import schema
+
+
+def command_line(settings: dict[str, Any]) -> str:
+    """The exact `ghostviewer run …` command for recorded settings (POSIX shell quoting)."""
+    source = str(settings.get("source") or "demo")
+    if source.startswith("<in-memory"):
+        source = "PIPELINE"  # an in-memory pipeline has no path: the reader supplies one
+    args = ["ghostviewer", "run", "--pipeline", source, "--prompt", str(settings.get("prompt") or "")]
+    if settings.get("negative_prompt"):
+        args += ["--negative", str(settings["negative_prompt"])]
+    for key, flag in (("seed", "--seed"), ("steps", "--steps"), ("guidance", "--guidance"), ("width", "--width"),
+                      ("height", "--height"), ("scheduler", "--scheduler"), ("dtype", "--dtype")):
+        if settings.get(key) is not None:
+            args += [flag, str(settings[key])]
+    device = str(settings.get("device") or "auto").split(":")[0]
+    if device != "auto":
+        args += ["--device", device]
+    for key, flag in (("bypass", "--bypass"), ("capture", "--capture"), ("faults", "--fault")):
+        for value in settings.get(key) or ():
+            args += [flag, str(value)]
+    if settings.get("trace_depth") not in (None, "block"):
+        args += ["--trace-depth", str(settings["trace_depth"])]
+    if settings.get("capture_attention"):
+        args.append("--capture-attention")
+    return shlex.join(args)
+
+
+def _anomaly_text(anomaly: dict[str, Any] | None) -> str:
+    if not anomaly:
+        return "none (no NaN/Inf, no fp16 overflow, no collapse or explosion)"
+    step = anomaly.get("step")
+    where = f"{anomaly.get('phase')} step {step}" if step is not None else str(anomaly.get("phase"))
+    return f"{anomaly.get('kind')} in {anomaly.get('module')} ({where})"
+
+
+def _verdict_text(verdict: dict[str, Any] | None) -> str:
+    if not verdict:
+        return "none (the run did not finish)"
+    scores = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in (verdict.get("scores") or {}).items())
+    return f"{verdict.get('label')}" + (f" ({scores})" if scores else "")
+
+
+def readme(manifest: dict[str, Any]) -> str:
+    """README.txt: what went wrong, where, and how to reproduce — readable without GhostViewer."""
+    options = manifest.get("options") or {}
+    lines = [
+        "GhostViewer bug report",
+        "======================",
+        f"Made {manifest['created_at']} by GhostViewer {manifest['ghostviewer']} "
+        f"(bundle version {manifest['bundle_version']}); {len(manifest['runs'])} run(s).",
+        f"Step tensors {'included' if options.get('include_tensors', True) else 'left out (previews kept)'}; "
+        f"feature maps {'included' if options.get('include_feature_maps', True) else 'left out'}. "
+        "No model weights are included, only their hashes.",
+        "",
+    ]
+    for run in manifest["runs"]:
+        s, env, pipe = run["settings"], run["environment"], run["pipeline"]
+        lines += [
+            f"Run {run['run_id']} — status {run['status']}",
+            "-" * 60,
+            f"What went wrong:  verdict {_verdict_text(run.get('verdict'))}",
+            f"First anomaly:    {_anomaly_text(run.get('first_anomaly'))}",
+        ]
+        if run.get("error"):
+            lines.append(f"Error:            {run['error']}")
+        lines += [
+            f"Prompt:           {s.get('prompt')!r}",
+            f"Negative prompt:  {s.get('negative_prompt')!r}",
+            f"Seed / steps:     {s.get('seed')} / {s.get('steps')}, guidance {s.get('guidance')}, "
+            f"{s.get('width')}x{s.get('height')}, scheduler {s.get('scheduler')}",
+            f"Bypassed blocks:  {', '.join(run.get('bypasses') or []) or 'none'}",
+            f"Fault presets:    {', '.join(run.get('faults') or []) or 'none'}",
+            f"Pipeline:         {pipe.get('class')} from {pipe.get('source')} ({pipe.get('kind')})",
+            "Components:       " + ", ".join(f"{k} {v.get('class')} {v.get('dtype') or ''}".strip()
+                                              for k, v in (pipe.get("components") or {}).items()
+                                              if isinstance(v, dict)),
+            "Weight hashes:    " + (", ".join(f"{k} {v}" for k, v in (pipe.get("weight_hashes") or {}).items())
+                                    or "none recorded"),
+            f"Environment:      Python {env.get('python')}, torch {env.get('torch')}, diffusers "
+            f"{env.get('diffusers')}, transformers {env.get('transformers')}, {env.get('os')}",
+            f"Device / dtype:   {env.get('device')} / {env.get('dtype') or 'the pipeline default'}",
+            f"Determinism:      {json.dumps(env.get('determinism'))}",
+            "",
+            "Reproduce it:",
+            f"    {run['command']}",
+            "",
+        ]
+    lines += [
+        "Or replay every run here headless (GhostViewer installed; exits 1 while the ghost is still there):",
+        "    python repro.py [--runs-dir DIR] [--pipeline SRC] [--device DEV]",
+        "",
+        "Look at it: `ghostviewer gui THIS.zip` opens the runs' timelines; `ghostviewer inspect THIS.zip` summarises",
+        "them. Opening or inspecting a bundle never runs repro.py or anything else from it.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+REPRO_TEMPLATE = '''\
+#!/usr/bin/env python3
+"""Replay the runs of a GhostViewer bug report headless, with their recorded settings.
+
+Needs GhostViewer (and the pipeline it was run with) installed. Exit status: 1 while the ghost is still
+there (a bad verdict or a first anomaly in any run), 0 when every run is healthy, 2 when a run cannot start.
+    python repro.py [--runs-dir DIR] [--pipeline SRC] [--device DEV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+RUNS = __RUNS__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs-dir", help="where the replayed runs are recorded (default: GhostViewer's own)")
+    parser.add_argument("--pipeline", help="use this pipeline source instead of the recorded one")
+    parser.add_argument("--device", help="use this device instead of the recorded one (auto, cpu, cuda, mps)")
+    args = parser.parse_args(argv)
+    for name in ("TRANSFORMERS_VERBOSITY", "DIFFUSERS_VERBOSITY"):
+        os.environ.setdefault(name, "error")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded unless you ask for it
+    from ghostviewer import api
+
+    ghost = False
+    for run in RUNS:
+        s = run["settings"]
+        try:
+            result = api.run(
+                args.pipeline or s.get("source") or "demo",
+                s.get("prompt") or "",
+                negative=s.get("negative_prompt") or "",
+                seed=s.get("seed", 0),
+                steps=s.get("steps", 20),
+                guidance=s.get("guidance", 7.5),
+                width=s.get("width"),
+                height=s.get("height"),
+                scheduler=s.get("scheduler"),
+                dtype=s.get("dtype"),
+                device=args.device or str(s.get("device") or "auto").split(":")[0],
+                bypass=s.get("bypass") or (),
+                capture=s.get("capture") or (),
+                faults=s.get("faults") or (),
+                trace_depth=s.get("trace_depth") or "block",
+                capture_attention=bool(s.get("capture_attention")),
+                runs_dir=args.runs_dir,
+            )
+        except Exception as exc:  # noqa: BLE001 - one line, not a traceback
+            print(f"{run['run_id']}: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        verdict = (result.get("verdict") or {}).get("label")
+        anomaly = result.get("first_anomaly")
+        bad = verdict != "ok" or anomaly is not None
+        ghost = ghost or bad
+        recorded = (run.get("verdict") or {}).get("label")
+        where = "" if not anomaly else (
+            f"; first anomaly {anomaly['kind']} in {anomaly['module']} ({anomaly['phase']} step {anomaly['step']})"
+        )
+        print(f"{run['run_id']}: verdict {verdict} (recorded: {recorded}){where} -> {result['run_dir']}")
+    print("the ghost is still there" if ghost else "no ghost: every run is healthy")
+    return 1 if ghost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def repro_script(manifest: dict[str, Any]) -> str:
+    """repro.py: replays every run through `ghostviewer.api.run` with the recorded settings."""
+    runs = [{"run_id": r["run_id"], "settings": r["settings"], "verdict": r.get("verdict")} for r in manifest["runs"]]
+    literal = pprint.pformat(schema.jsonable(runs), width=110, sort_dicts=False)  # str/int/float/bool/None only
+    return REPRO_TEMPLATE.replace("__RUNS__", literal)
