@@ -16,6 +16,7 @@ class WindowActions:
     open_run: QAction
     open_prompts: QAction
     runs_folder: QAction
+    export_bundle: QAction
     quit: QAction
     run: QAction
     replay: QAction
@@ -50,6 +51,8 @@ def create_actions(window: QMainWindow) -> WindowActions:
         open_run=a(window, "Open &run folder…", tip="Show a recorded run"),
         open_prompts=a(window, "Queue a &prompt list…", tip=".txt one prompt a line, .csv, .jsonl"),
         runs_folder=a(window, "Runs folder…", tip="Where runs are recorded and read back"),
+        export_bundle=a(window, "&Export bug report…", "Ctrl+E",
+                        tip="Save the shown run as a bug-report bundle (.zip) with a README and repro.py"),
         quit=a(window, "&Quit", "Ctrl+Q"),
         run=a(window, "&Run", "Ctrl+Return", "Ctrl+Enter", tip="Queue a run with the prompt panel's settings"),
         replay=a(window, "Re&play seed", "Ctrl+R", tip="Re-run the shown run with exactly its recorded settings"),
@@ -77,6 +80,8 @@ def build_menus(window: QMainWindow, actions: WindowActions, docks: list[QDockWi
     file_menu.addSeparator()
     for action in (actions.open_run, actions.open_prompts, actions.runs_folder):
         file_menu.addAction(action)
+    file_menu.addSeparator()
+    file_menu.addAction(actions.export_bundle)
     file_menu.addSeparator()
     file_menu.addAction(actions.quit)
     run_menu = bar.addMenu("&Run")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.controller import RunController
@@ -14,6 +14,7 @@ from ghostviewer.gui.models.pipeline_model import DEVICES, DTYPES, MAX_RECENT, P
 from ghostviewer.gui.models.prompt_model import PromptModel
 from ghostviewer.gui.models.queue_model import QueueModel
 from ghostviewer.gui.models.stat_selection import StatSelection
+from ghostviewer.gui.models.step_data_model import StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.path_opener import PathOpener
 
@@ -32,6 +33,8 @@ class AppState:
     controller: RunController
     opener: PathOpener
     blocks: BlockModel
+    step_data: StepDataModel = field(default_factory=StepDataModel)  # the shown run's step, read once
+    step_data_b: StepDataModel = field(default_factory=StepDataModel)  # the "B" run of a comparison
 
     def restore(self) -> None:
         """Remembered prompt fields, recent pipelines, device, dtype and plot choices (not the source: the
@@ -66,6 +69,6 @@ def build_state(settings: AppSettings | None = None, engine: EngineClient | None
     blocks = BlockModel()
     controller = RunController(engine, pipeline, prompt, queue, timeline, history, reporter, blocks)
     state = AppState(settings, engine, pipeline, prompt, queue, timeline, history, selection, reporter,
-                     controller, PathOpener(controller), blocks)
+                     controller, PathOpener(controller), blocks, step_data=StepDataModel(timeline))
     state.restore()
     return state

@@ -1,9 +1,10 @@
 """The numbers behind the attention view: cross-attention maps per prompt token, aggregated over layers (and
-over steps), the prompt's token labels, the self-attention entropy summary. numpy only, no Qt."""
+over steps, accumulated once per run), the prompt's token labels, the self-attention entropy summary. numpy
+only, no Qt."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -75,3 +76,51 @@ def entropy_summary(tensors: dict[str, np.ndarray]) -> str:
             layer = name[len(ENTROPY_PREFIX):].removeprefix("unet.").replace(".transformer_blocks.0.attn1", "")
             parts.append(f"{layer} {float(np.asarray(value, np.float64).ravel()[0]):.2f}")
     return ("self-attention entropy: " + " · ".join(parts)) if parts else ""
+
+
+class AttentionRun:
+    """Cross-attention maps summed per layer over the steps added so far: the mean over the run without keeping
+    (or re-reading) every step. Equal to aggregate() over all the steps' maps, since the nearest-neighbour
+    upsampling is linear."""
+
+    def __init__(self) -> None:
+        self.steps: set[int] = set()
+        self._sums: dict[str, np.ndarray] = {}  # layer -> (≤MAX_TOKENS, h, w) float64
+        self._counts: dict[str, int] = {}
+
+    def add(self, step: int, tensors: Mapping[str, np.ndarray]) -> bool:
+        """Add one step's maps (once per step); False when the step was already in."""
+        if step in self.steps:
+            return False
+        self.steps.add(step)
+        for name, value in tensors.items():
+            if name.startswith(ATTN_PREFIX):
+                layer, maps = name[len(ATTN_PREFIX):], np.asarray(value, np.float64)[:MAX_TOKENS]
+                total = self._sums.get(layer)
+                if total is None:
+                    self._sums[layer], self._counts[layer] = maps, 1
+                elif total.shape == maps.shape:
+                    self._sums[layer], self._counts[layer] = total + maps, self._counts[layer] + 1
+        return True
+
+    def mean(self, layer: str | None, tokens: int) -> np.ndarray | None:
+        """The mean map per token of one layer (or of every layer) over the steps added, like aggregate()."""
+        layers = [name for name in self._sums if layer is None or name == layer]
+        if not layers:
+            return None
+        height = max(self._sums[name].shape[1] for name in layers)
+        width = max(self._sums[name].shape[2] for name in layers)
+        total = sum(_upsample(self._sums[name][:tokens], height, width) for name in layers)
+        return (total / sum(self._counts[name] for name in layers)).astype(np.float32)
+
+
+def read_attention(record: RunRecord, steps: Sequence[int]) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """The attention maps of these steps, one step file each (runs on a worker; RecordError skips a step)."""
+    out = []
+    for step in steps:
+        try:
+            tensors = record.step_tensors(step)
+        except RecordError:
+            continue
+        out.append((step, {k: v for k, v in tensors.items() if k.startswith(ATTN_PREFIX)}))
+    return out

@@ -1,9 +1,11 @@
-"""What the image views show for one step, read from the record, and the numpy needed to colour it."""
+"""One step of one run as the views show it (StepData), read from the record in one go, and the numpy needed
+to colour it. No Qt: StepDataModel calls load_step_data on a worker thread."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +15,40 @@ from ghostviewer.record import RecordError, RunRecord
 
 NON_FINITE_RGBA = (255, 0, 255, 255)  # magenta: NaN and Inf are never mistaken for data
 GAP_RGBA = (40, 40, 40, 255)
+StepKey = tuple[str, int, int]  # (run folder, the record's step index, version)
 
 
-@dataclass(frozen=True)
-class StepView:
-    step: int
-    latents: np.ndarray | None  # (C, H, W)
-    x0: np.ndarray | None
-    x0_preview: np.ndarray | None  # (H, W, 3) uint8: the cheap linear preview recorded with the step
-    latents_preview: np.ndarray | None  # the noisy latents' cheap preview (recorded, else from channels)
-    decoded: np.ndarray | None  # a full VAE decode of this step, when one was asked for
+@dataclass(frozen=True, eq=False)
+class StepData:
+    """What every view shows of one step. Shared by all of them: the arrays are read-only."""
+
+    run_dir: str | None
+    step: int  # the record's step index; -1 when nothing is selected
+    version: int = 0  # bumped when a file of the step changes (a decode was written)
+    tensors: Mapping[str, np.ndarray] = field(default_factory=dict)  # latents, x0, fm/*, attn/*, attn_entropy/*
+    x0_preview: np.ndarray | None = None  # (H, W, 3) uint8: the cheap linear preview recorded with the step
+    latents_preview: np.ndarray | None = None  # the noisy latents' cheap preview (recorded, else from channels)
+    decoded: np.ndarray | None = None  # a full VAE decode of this step, when one was asked for
+    error: str = ""  # why the step could not be read ("" when it was)
+
+    @property
+    def key(self) -> StepKey | None:
+        return None if self.run_dir is None else (self.run_dir, self.step, self.version)
+
+    @property
+    def empty(self) -> bool:
+        return self.run_dir is None or self.step < 0
+
+    @property
+    def latents(self) -> np.ndarray | None:
+        return self.tensors.get("latents")
+
+    @property
+    def x0(self) -> np.ndarray | None:
+        return self.tensors.get("x0")
+
+
+NO_STEP = StepData(None, -1)
 
 
 def read_rgb(path: Path | None) -> np.ndarray | None:
@@ -35,14 +61,21 @@ def read_rgb(path: Path | None) -> np.ndarray | None:
         return None
 
 
-def load_step_view(record: RunRecord, step: int, look_for_decode: bool = True) -> StepView:
-    """Two queries (tensors, file list) and the files; look_for_decode=False skips the on-demand decode
-    (none exists while the engine is still writing the run)."""
+def _frozen(array: np.ndarray | None) -> np.ndarray | None:
+    if array is not None:
+        array.setflags(write=False)
+    return array
+
+
+def load_step_data(record: RunRecord, step: int, version: int = 0, look_for_decode: bool = True) -> StepData:
+    """The step's tensor file, the run's file list and the step's images, read once (look_for_decode=False skips
+    the on-demand decode: none exists while the engine is still writing the run). Never raises RecordError."""
+    run_dir = str(record.path)
     try:
         tensors = record.step_tensors(step)
         images = {f["name"]: f["relpath"] for f in record.files() if f["kind"] == "image"}
-    except RecordError:
-        tensors, images = {}, {}
+    except RecordError as exc:
+        return StepData(run_dir, step, version, error=str(exc))
 
     def recorded(name: str) -> np.ndarray | None:
         if isinstance(tensors.get(name), np.ndarray) and tensors[name].dtype == np.uint8:
@@ -53,12 +86,18 @@ def load_step_view(record: RunRecord, step: int, look_for_decode: bool = True) -
         path = (record.path / relpath).resolve()
         return read_rgb(path) if path.is_relative_to(record.path.resolve()) else None
 
-    latents, x0 = tensors.get("latents"), tensors.get("x0")
+    latents = tensors.get("latents")
     latents_preview = recorded("latents_preview")
     if latents_preview is None and latents is not None:
         latents_preview = channels_rgb(latents)
-    decoded = read_rgb(record.step_image_path(step, "decoded")) if look_for_decode else None
-    return StepView(step, latents, x0, recorded("preview"), latents_preview, decoded)
+    try:
+        decoded = read_rgb(record.step_image_path(step, "decoded")) if look_for_decode else None
+    except RecordError:
+        decoded = None
+    for array in tensors.values():
+        _frozen(array)
+    return StepData(run_dir, step, version, tensors, _frozen(recorded("preview")), _frozen(latents_preview),
+                    _frozen(decoded))
 
 
 def channels_rgb(latents: np.ndarray) -> np.ndarray:

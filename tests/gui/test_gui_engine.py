@@ -38,6 +38,7 @@ def test_queue_a_run_and_watch_it(win, qtbot) -> None:  # noqa: ANN001
     assert state.timeline.run_dir == job.run_dir and state.timeline.count == 20
     assert win.timeline_bar.badge.kind in ("ok", "bad") and win.timeline_bar.badge.text() == job.verdict
     assert win.step_images.items["final image"].image is not None
+    qtbot.waitUntil(lambda: state.step_data.idle, timeout=5000)  # the step is read off the GUI thread
     assert win.step_images.items["latents"].image is not None
     qtbot.waitUntil(lambda: any(e.path == job.run_dir for e in state.history.entries), timeout=5000)
 
@@ -58,6 +59,7 @@ def test_decode_a_step(win, qtbot) -> None:  # noqa: ANN001
     win.state.timeline.set_step(10)
     with qtbot.waitSignal(win.state.timeline.decodedChanged, timeout=RUN_TIMEOUT_MS):
         win.timeline_bar.decode.click()
+    qtbot.waitUntil(lambda: win.state.step_data.idle, timeout=5000)
     image = win.step_images.items["VAE decode"].image
     assert image is not None and image.shape[:2] == (64, 64)
 

@@ -82,7 +82,9 @@ def test_decode_step_shows_the_decoded_image(fake_window, qtbot) -> None:  # noq
     job = state.controller.queue_run()
     _finish(qtbot, fake_window, job.id)
     state.timeline.set_step(1)
+    qtbot.waitUntil(lambda: state.step_data.idle and fake_window.step_images.shown.step == 1, timeout=5000)
     assert fake_window.step_images.items["VAE decode"].image is None
     with qtbot.waitSignal(state.timeline.decodedChanged, timeout=10000):
         fake_window.timeline_bar.decode.click()
+    qtbot.waitUntil(lambda: state.step_data.idle, timeout=5000)  # the step is read again, off the GUI thread
     assert fake_window.step_images.items["VAE decode"].image is not None

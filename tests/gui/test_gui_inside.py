@@ -62,7 +62,7 @@ def test_block_tree_binds_to_the_model(window) -> None:  # noqa: ANN001
     assert state.controller.queue_run().settings["bypass"] == []
 
 
-def test_heatmap_click_and_first_anomaly_jump(window, gui_env: Path) -> None:  # noqa: ANN001
+def test_heatmap_click_and_first_anomaly_jump(window, gui_env: Path, qtbot) -> None:  # noqa: ANN001
     state, heatmap = window.state, window.heatmap
     state.blocks.set_blocks([{"module": m, "kind": "X", "bypassable": True} for m in MODULES])
     run = write_fake_run(gui_env, steps=6, nan_at=3, capture=("unet.mid_block",))
@@ -79,10 +79,13 @@ def test_heatmap_click_and_first_anomaly_jump(window, gui_env: Path) -> None:  #
     heatmap.select_cell(*cell)
     assert state.timeline.step == 2 and state.blocks.selected == MODULES[1]
     assert window.block_tree.tree.currentItem() is window.block_tree.items[MODULES[1]]
+    next(d for d in window.docks if d.widget() is window.feature_maps).raise_()  # it shares a tab with the map
+    qtbot.waitUntil(lambda: state.step_data.idle and window.feature_maps.step_data.step == 2, timeout=5000)
     assert not window.feature_maps.captured and "not captured" in window.feature_maps.message.text()
     heatmap.stat.setCurrentText("nan_count")
     window.actions.jump_anomaly.trigger()
     assert state.timeline.step == 3 and state.blocks.selected == "unet.mid_block"
+    qtbot.waitUntil(lambda: state.step_data.idle, timeout=5000)
     view = window.feature_maps
     assert view.captured and view.grid is not None and view.grid.count == 8
     assert "channel 0: min" in view.channel_tooltip(0)

@@ -23,6 +23,10 @@ def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: AN
     yield from open_live_window(tmp_path_factory, "gui-inside")
 
 
+def _raise(win, widget) -> None:  # noqa: ANN001
+    next(d for d in win.docks if d.widget() is widget).raise_()
+
+
 def _run(qtbot, win, **prompt) -> object:  # noqa: ANN001
     job = run_job(qtbot, win, **prompt)
     assert job.status == "done", job.error
@@ -59,11 +63,16 @@ def test_first_anomaly_jump_finds_the_fault(win, qtbot) -> None:  # noqa: ANN001
     assert state.timeline.step_info().index == state.timeline.record.first_anomaly["step"]
     assert win.heatmap.cursor.isVisible() and win.heatmap.grid.bad.any()
     assert tree.items[FAULTY].text(0).startswith("⚠")
+    _raise(win, win.feature_maps)  # docks tabbed behind the heat map draw only when raised
+    qtbot.waitUntil(lambda: state.step_data.idle, timeout=5000)
     assert win.feature_maps.captured and win.feature_maps.grid is not None
     attention = win.attention
+    _raise(win, attention)
     assert attention.maps is not None and attention.maps.shape[0] == len(attention.tokens) == 4
     assert "red" in attention.tokens[1] and "entropy" in attention.entropy.text()
     attention.whole_run.setChecked(True)
+    qtbot.waitUntil(lambda: state.step_data.idle and state.step_data.attention_steps == state.timeline.count,
+                    timeout=5000)
     assert attention.maps is not None and attention.maps.shape[0] == 4
     tree.items[FAULTY].setCheckState(CAPTURE, Qt.CheckState.Unchecked)
     tree.attention.setChecked(False)

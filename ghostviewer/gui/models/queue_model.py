@@ -1,4 +1,5 @@
-"""The run queue: jobs waiting, running and done, with their progress. The controller moves them along."""
+"""The run queue: jobs waiting, running and ended, with their progress and how they ended. The job scheduler
+(gui/job_scheduler.py) moves them along; every job ends done, failed or cancelled."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from ghostviewer.analysis.verdicts import verdict_is_bad
+
 FINISHED = ("done", "failed", "cancelled")
+ENDED_BY = {"run": "", "engine": "the engine stopped", "load": "the pipeline did not load", "user": "",
+            "shutdown": "the window closed"}
 
 
 @dataclass
@@ -21,6 +26,8 @@ class Job:
     verdict: str | None = None
     error: str | None = None
     replay_of: str | None = None  # the run this job replays
+    ended_by: str = ""  # run (the engine ended it) | engine (died, restarted) | load | user | shutdown
+    first_anomaly: dict[str, Any] | None = None  # as the engine reported it at the end
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -36,6 +43,30 @@ class Job:
         prompt = str(self.settings.get("prompt") or "(empty prompt)")
         prompt = prompt if len(prompt) <= 48 else prompt[:47] + "…"
         return ("replay · " if self.replay_of else "") + f"{prompt} · seed {self.settings.get('seed')}"
+
+    def state(self) -> tuple[str, str]:
+        """(text, kind) for the queue row; kind is a verdict badge kind: none, running, ok, bad, failed,
+        cancelled, incomplete (a failed job whose engine stopped under it)."""
+        if self.status == "done":
+            if not self.verdict:
+                return "done", "none"
+            return self.verdict, "bad" if verdict_is_bad(self.verdict) else "ok"
+        if self.status == "failed" and self.ended_by == "engine":
+            return "engine died", "incomplete"
+        return self.status, {"queued": "none"}.get(self.status, self.status)
+
+    def state_tip(self) -> str:
+        """How the job ended, in words (the queue row's tooltip)."""
+        lines = [self.run_dir or str(self.settings.get("prompt") or "")]
+        if self.finished:
+            why = self.error or ENDED_BY.get(self.ended_by, "")
+            lines.append(f"{self.status}" + (f": {why}" if why else "") + (f" (verdict {self.verdict})"
+                                                                          if self.verdict else ""))
+        anomaly = self.first_anomaly
+        if anomaly:
+            lines.append(f"first anomaly: {anomaly.get('kind')} at {anomaly.get('phase')} step "
+                         f"{anomaly.get('step')} in {anomaly.get('module')}")
+        return "\n".join(line for line in lines if line)
 
 
 class QueueModel(QObject):

@@ -1,4 +1,8 @@
-"""The selected run and step: what the timeline, image views and plot show. Reads the record, never the engine."""
+"""The selected run and step: what the timeline, image views and plot show. Reads the record, never the engine.
+
+`step` is the record's step index (what the step files, stats rows and anomalies are keyed by); `position` is
+that step's place in the recorded list, i.e. the slider's value. They differ when a run's steps are not
+0, 1, 2… (a run that starts at step 5, or records every other step)."""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ class Badge:
 class TimelineModel(QObject):
     runChanged = Signal()
     stepsChanged = Signal(int)  # number of recorded steps
-    stepChanged = Signal(int)
+    stepChanged = Signal(int)  # the record's step index (-1: none)
     playingChanged = Signal(bool)
     statusChanged = Signal()  # status, verdict or liveness
     decodedChanged = Signal(int)  # a full decode of this step was written
@@ -33,7 +37,7 @@ class TimelineModel(QObject):
         self.live = False  # the engine is writing this run now
         self.engine_died = False  # the engine stopped while writing it
         self.steps: list[StepInfo] = []
-        self.step = -1
+        self.position = -1  # the selected step's place in self.steps (the slider); -1 when none
         self.status = ""
         self.settings: dict = {}  # the shown run's recorded settings (read once)
         self._play = QTimer(self)
@@ -57,7 +61,7 @@ class TimelineModel(QObject):
         self.steps = record.steps()
         self.status = record.status
         self.settings = record.settings
-        self.step = len(self.steps) - 1
+        self.position = len(self.steps) - 1
         self.runChanged.emit()
         self.stepsChanged.emit(len(self.steps))
         self.stepChanged.emit(self.step)
@@ -65,7 +69,7 @@ class TimelineModel(QObject):
 
     def close_run(self) -> None:
         self.stop()
-        self.record, self.live, self.steps, self.step, self.status, self.settings = None, False, [], -1, "", {}
+        self.record, self.live, self.steps, self.position, self.status, self.settings = None, False, [], -1, "", {}
         self.runChanged.emit()
         self.stepsChanged.emit(0)
         self.stepChanged.emit(-1)
@@ -84,11 +88,11 @@ class TimelineModel(QObject):
         except RecordError:
             return  # mid-write hiccup; the next step event refreshes again
         if len(steps) != len(self.steps):
-            follow = self.step >= len(self.steps) - 1
+            follow = self.position >= len(self.steps) - 1
             self.steps = steps
             self.stepsChanged.emit(len(steps))
             if follow:
-                self.set_step(len(steps) - 1)
+                self.set_position(len(steps) - 1)
         if status != self.status:
             self.status = status
             self.statusChanged.emit()
@@ -107,19 +111,45 @@ class TimelineModel(QObject):
     def count(self) -> int:
         return len(self.steps)
 
+    @property
+    def step(self) -> int:
+        """The selected step's index in the record; -1 when none."""
+        info = self.step_info()
+        return -1 if info is None else int(info.index)
+
     def step_info(self) -> StepInfo | None:
-        return self.steps[self.step] if 0 <= self.step < len(self.steps) else None
+        return self.steps[self.position] if 0 <= self.position < len(self.steps) else None
+
+    def position_of(self, step: int) -> int | None:
+        """The place of the record's step `step` in the list (None when that step was not recorded)."""
+        return next((i for i, info in enumerate(self.steps) if info.index == step), None)
 
     def set_step(self, step: int) -> None:
+        """Select the record's step `step`, or the recorded step nearest to it."""
         if not self.steps:
             return
-        step = max(0, min(int(step), len(self.steps) - 1))
-        if step != self.step:
-            self.step = step
-            self.stepChanged.emit(step)
+        position = self.position_of(int(step))
+        if position is None:
+            position = min(range(len(self.steps)), key=lambda i: (abs(self.steps[i].index - step), i))
+        self.set_position(position)
+
+    def set_position(self, position: int) -> None:
+        """Select the step at this place in the list (the slider's value), clamped."""
+        if not self.steps:
+            return
+        position = max(0, min(int(position), len(self.steps) - 1))
+        if position != self.position:
+            self.position = position
+            self.stepChanged.emit(self.step)
 
     def step_by(self, delta: int) -> None:
-        self.set_step(self.step + delta)
+        self.set_position(self.position + delta)
+
+    def go_first(self) -> None:
+        self.set_position(0)
+
+    def go_last(self) -> None:
+        self.set_position(len(self.steps) - 1)
 
     @property
     def playing(self) -> bool:
@@ -131,8 +161,8 @@ class TimelineModel(QObject):
             return
         if not self.steps:
             return
-        if self.step >= len(self.steps) - 1:
-            self.set_step(0)
+        if self.position >= len(self.steps) - 1:
+            self.set_position(0)
         self._play.start()
         self.playingChanged.emit(True)
 
@@ -142,8 +172,8 @@ class TimelineModel(QObject):
             self.playingChanged.emit(False)
 
     def _advance(self) -> None:
-        if self.step < len(self.steps) - 1:
-            self.set_step(self.step + 1)
+        if self.position < len(self.steps) - 1:
+            self.set_position(self.position + 1)
         elif not self.live:
             self.stop()
 

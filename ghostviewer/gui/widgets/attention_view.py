@@ -1,6 +1,7 @@
 """Cross-attention maps, one per prompt token (labels and ids), for one layer or the mean of all, at the
-timeline's step or over the whole run; a line of self-attention entropies. Bound to TimelineModel and
-BlockModel (a focused attention block picks its layer)."""
+timeline's step or over the whole run; a line of self-attention entropies. Bound to StepDataModel (the step's
+maps, the run's mean accumulated there), TimelineModel (the prompt's tokens) and BlockModel (a focused attention
+block picks its layer); draws nothing while hidden."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ from ghostviewer.gui.attention_data import (
 )
 from ghostviewer.gui.feature_maps import ChannelGrid, channel_grid
 from ghostviewer.gui.models.block_model import BlockModel
+from ghostviewer.gui.models.step_data_model import StepDataModel, is_shown
 from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.gui.step_data import NO_STEP, StepData
 from ghostviewer.gui.widgets.image_pane import image_canvas
-from ghostviewer.record import RecordError
 
 ALL_LAYERS = "all layers (mean)"
 LABEL_GAP = 3  # image pixels between token tiles, room for the labels
@@ -31,9 +33,10 @@ NO_MAPS = "No attention maps in this run: tick “Capture attention” in the bl
 
 
 class AttentionView(QWidget):
-    def __init__(self, timeline: TimelineModel, blocks: BlockModel, parent: QWidget | None = None) -> None:
+    def __init__(self, timeline: TimelineModel, blocks: BlockModel, data: StepDataModel,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.timeline, self.blocks = timeline, blocks
+        self.timeline, self.blocks, self.data = timeline, blocks, data
         self.layer = QComboBox(toolTip="One cross-attention layer, or the mean of all")
         self.layer.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.layer.setMinimumContentsLength(16)
@@ -58,34 +61,49 @@ class AttentionView(QWidget):
         self.lut = pg.colormap.get("inferno").getLookupTable(nPts=256, alpha=False)
         self.maps: np.ndarray | None = None  # (tokens, h, w) shown
         self.tokens: list[tuple[str, int]] = []
-        self._run_cache: dict[tuple, np.ndarray | None] = {}
+        self.step_data: StepData = NO_STEP  # the step shown (or to show once visible)
+        self._stale = True  # something changed while hidden
+        self._tokens_of: tuple[str | None, str] | None = None  # (run, status) the tokens were read for
         self.canvas.scene().sigMouseMoved.connect(self._on_hover)
-        self.layer.currentTextChanged.connect(lambda _t: self.reload())
-        self.whole_run.toggled.connect(lambda _on: self.reload())
-        timeline.runChanged.connect(self._on_run)
-        timeline.statusChanged.connect(self._on_run)  # a live run's prompt event may come after it opened
-        timeline.stepChanged.connect(lambda _s: self.reload())
+        self.layer.currentTextChanged.connect(lambda _t: self._changed())
+        self.whole_run.toggled.connect(lambda _on: self._changed())
         blocks.moduleSelected.connect(self._on_module)
-        self._on_run()
+        data.stepLoaded.connect(self._on_data)
+        data.runAttentionChanged.connect(lambda: self._changed() if self.whole_run.isChecked() else None)
+        data.attach(self, self._on_shown)
+        if is_shown(self):
+            self._on_shown()
 
-    def _on_run(self) -> None:
+    def _on_data(self, data: StepData) -> None:
+        self.step_data = data
+        self._changed()
+
+    def _on_shown(self) -> None:
+        data = self.data.ready()
+        if data is not None and (self._stale or data is not self.step_data):
+            self.step_data = data
+            self.reload()
+
+    def _changed(self) -> None:
+        if is_shown(self):
+            self.reload()
+        else:
+            self._stale = True
+
+    def _read_tokens(self) -> None:
+        """The prompt's tokens, once per run (and again when its status changes: a live run writes its
+        prompt event after it opened)."""
         record = self.timeline.record
-        self._run_cache.clear()
-        self.tokens = prompt_tokens(record) if record is not None else []
-        self.reload()
+        which = (self.timeline.run_dir, self.timeline.status)
+        if which != self._tokens_of:
+            self._tokens_of = which
+            self.tokens = prompt_tokens(record) if record is not None else []
 
     def _on_module(self, module: str) -> None:
         for i in range(self.layer.count()):
             if module and self.layer.itemText(i).startswith(module + "."):
                 self.layer.setCurrentIndex(i)
                 return
-
-    def _step_tensors(self, step: int) -> dict[str, np.ndarray]:
-        record = self.timeline.record
-        try:
-            return record.step_tensors(step) if record is not None else {}
-        except RecordError:
-            return {}
 
     def _fill_layers(self, layers: list[str]) -> None:
         wanted = [ALL_LAYERS, *layers]
@@ -99,27 +117,22 @@ class AttentionView(QWidget):
         self.layer.blockSignals(False)
 
     def reload(self) -> None:
-        info = self.timeline.step_info()
-        tensors = self._step_tensors(int(info.index)) if info is not None else {}
+        """Draw this step's maps (or the run's mean) from what the step-data model has read."""
+        self._stale = False
+        self._read_tokens()
+        tensors = self.step_data.tensors
         if tensors:
             self._fill_layers(attention_layers(tensors))
         layer = None if self.layer.currentText() in ("", ALL_LAYERS) else self.layer.currentText()
         count = min(len(self.tokens) or MAX_TOKENS, MAX_TOKENS)
         if self.whole_run.isChecked():
-            self.maps = self._over_run(layer, count)
+            self.maps = self.data.run_attention(layer, count)
         else:
             self.maps = aggregate(layer_maps(tensors, layer), count)
         self.entropy.setText(entropy_summary(tensors))
         self.message.setVisible(self.maps is None)
         self.message.setText(NO_MAPS if self.timeline.record is not None else "No run shown.")
         self._draw()
-
-    def _over_run(self, layer: str | None, count: int) -> np.ndarray | None:
-        key = (self.timeline.run_dir, layer, count, self.timeline.count)
-        if key not in self._run_cache:
-            maps = [m for info in self.timeline.steps for m in layer_maps(self._step_tensors(int(info.index)), layer)]
-            self._run_cache[key] = aggregate(maps, count)
-        return self._run_cache[key]
 
     def _draw(self) -> None:
         for label in self._labels:

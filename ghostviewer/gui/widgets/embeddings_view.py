@@ -1,6 +1,7 @@
 """The prompt's token embeddings in 2-D: a scatter (pyqtgraph) with each point labelled by its token, the input
 embeddings or the text encoder's final hidden states, projected by PCA (UMAP / t-SNE when installed); the
-method actually used is shown. Bound to TimelineModel (follows the shown run)."""
+method actually used is shown. Bound to TimelineModel (follows the shown run); reads and projects nothing while
+hidden (a dock behind another tab), and catches up when shown."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from ghostviewer.analysis.projection import available_methods, project_2d
 from ghostviewer.gui.attention_data import prompt_tokens, tile_label
+from ghostviewer.gui.models.step_data_model import is_shown, watch_visibility
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import BACKGROUND
 from ghostviewer.record import RecordError
@@ -49,14 +51,28 @@ class EmbeddingsView(QWidget):
         self.labels: list[pg.TextItem] = []
         self._tensors: dict[str, np.ndarray] = {}
         self._tokens: list[tuple[str, int]] = []
-        self.source.currentTextChanged.connect(lambda _t: self.redraw())
-        self.method.currentTextChanged.connect(lambda _t: self.redraw())
-        timeline.runChanged.connect(self._on_run)
-        timeline.statusChanged.connect(self._on_run)  # a live run writes its prompt after it opened
-        self._on_run()
+        self._read_for: tuple[str | None, str] | None = None  # (run, status) the prompt was read for
+        self._stale = True
+        self.source.currentTextChanged.connect(lambda _t: self._changed())
+        self.method.currentTextChanged.connect(lambda _t: self._changed())
+        timeline.runChanged.connect(self._changed)
+        timeline.statusChanged.connect(self._changed)  # a live run writes its prompt after it opened
+        watch_visibility(self, lambda: self._changed() if self._stale else None)
+        self._changed()
+
+    def _changed(self) -> None:
+        if not is_shown(self):
+            self._stale = True
+            return
+        self._stale = False
+        if (self.timeline.run_dir, self.timeline.status) != self._read_for:
+            self._on_run()
+        else:
+            self.redraw()
 
     def _on_run(self) -> None:
         record = self.timeline.record
+        self._read_for = (self.timeline.run_dir, self.timeline.status)
         try:
             self._tensors = {} if record is None else record.tensors("prompt")
         except (KeyError, RecordError):

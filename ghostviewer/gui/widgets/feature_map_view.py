@@ -1,6 +1,7 @@
 """Feature maps of the module in focus at the timeline's step: a grid of channels (shared or per-channel
 normalisation, a colour map), a histogram of the values, per-channel statistics in the tooltip. Bound to
-TimelineModel and BlockModel; says so plainly when the module was not captured."""
+StepDataModel (the step's tensors) and BlockModel; draws nothing while hidden; says so plainly when the module
+was not captured."""
 
 from __future__ import annotations
 
@@ -20,18 +21,20 @@ from ghostviewer.gui.feature_maps import (
     histogram,
 )
 from ghostviewer.gui.models.block_model import BlockModel
+from ghostviewer.gui.models.step_data_model import StepDataModel, is_shown
 from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.gui.step_data import NO_STEP, StepData
 from ghostviewer.gui.widgets.image_pane import image_canvas
-from ghostviewer.record import RecordError
 
 COLORMAPS = ("viridis", "inferno", "CET-D1", "CET-L1")
 NORMS = ("shared", "per channel")
 
 
 class FeatureMapView(QWidget):
-    def __init__(self, timeline: TimelineModel, blocks: BlockModel, parent: QWidget | None = None) -> None:
+    def __init__(self, timeline: TimelineModel, blocks: BlockModel, data: StepDataModel,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.timeline, self.blocks = timeline, blocks
+        self.timeline, self.blocks, self.data = timeline, blocks, data
         self.title = QLabel()
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.norm = QComboBox(toolTip="One colour scale for all channels, or one per channel")
@@ -62,33 +65,49 @@ class FeatureMapView(QWidget):
         self.fm: np.ndarray | None = None
         self.grid: ChannelGrid | None = None
         self._stats: dict[str, np.ndarray] = {}
-        self.norm.currentTextChanged.connect(lambda _t: self._draw())
-        self.cmap.currentTextChanged.connect(lambda _t: self._draw())
+        self.step_data: StepData = NO_STEP  # the step shown (or to show once visible)
+        self._stale = True  # something changed while hidden
+        self.norm.currentTextChanged.connect(lambda _t: self._changed())
+        self.cmap.currentTextChanged.connect(lambda _t: self._changed())
         self.canvas.scene().sigMouseMoved.connect(self._on_hover)
-        timeline.runChanged.connect(self.reload)
-        timeline.stepChanged.connect(lambda _s: self.reload())
-        blocks.moduleSelected.connect(lambda _m: self.reload())
-        self.reload()
+        blocks.moduleSelected.connect(lambda _m: self._changed())
+        data.stepLoaded.connect(self._on_data)
+        data.attach(self, self._on_shown)
+        if is_shown(self):
+            self._on_shown()
 
     @property
     def captured(self) -> bool:
         return self.fm is not None
 
+    def _on_data(self, data: StepData) -> None:
+        self.step_data = data
+        self._changed()
+
+    def _on_shown(self) -> None:
+        data = self.data.ready()
+        if data is not None and (self._stale or data is not self.step_data):
+            self.step_data = data
+            self.reload()
+
+    def _changed(self) -> None:
+        if is_shown(self):
+            self.reload()
+        else:
+            self._stale = True
+
     def reload(self) -> None:
-        record, info = self.timeline.record, self.timeline.step_info()
-        tensors: dict[str, np.ndarray] = {}
-        if record is not None and info is not None:
-            try:
-                tensors = record.step_tensors(int(info.index))
-            except RecordError:
-                tensors = {}
+        """Draw the module in focus from the step's tensors (already read by the step-data model)."""
+        self._stale = False
+        data = self.step_data
+        tensors = data.tensors
         available = captured_modules(tensors)
         module = self.blocks.selected or (available[0] if available else "")
         self.module = module
         self.fm = tensors.get(FM_PREFIX + module) if module else None
-        step = "" if info is None else f" @ step {info.index}"
+        step = "" if data.empty else f" @ step {data.step}"
         self.title.setText(f"<b>{module or 'no block selected'}</b>{step}")
-        if record is None:
+        if self.timeline.record is None:
             self._show_message("No run shown.")
         elif not module:
             self._show_message("Select a block in the tree or a cell of the heat map.")

@@ -1,4 +1,5 @@
-"""Run queue: queued / running / done / failed jobs with progress bars and cancel; bound to QueueModel."""
+"""Run queue: queued / running / ended jobs with progress bars and cancel; bound to QueueModel. An ended job
+shows its verdict (coloured as the verdict badge colours it) or how it ended, and why in its tooltip."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from PySide6.QtWidgets import (
 )
 
 from ghostviewer.gui.models.queue_model import QueueModel
+from ghostviewer.gui.widgets.verdict_badge import COLOURS
 
-STATUS_COLOURS = {"done": "#2e7d32", "failed": "#c62828", "cancelled": "#757575", "running": "#1565c0"}
+STATE_WIDTH = 84  # "engine died", "color_cast"
 
 
 class QueuePanel(QWidget):
@@ -33,7 +35,7 @@ class QueuePanel(QWidget):
         header = self.tree.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column, width in ((1, 64), (2, 64), (3, 26)):
+        for column, width in ((1, STATE_WIDTH), (2, 64), (3, 26)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Fixed)
             self.tree.setColumnWidth(column, width)
         self.cancel_button = QPushButton("Cancel running")
@@ -74,10 +76,12 @@ class QueuePanel(QWidget):
         if job is None or item is None:
             return
         item.setText(0, job.title)
-        item.setToolTip(0, job.error or job.run_dir or str(job.settings.get("prompt")))
-        status = job.verdict if job.status == "done" and job.verdict else job.status
-        item.setText(1, status)
-        item.setForeground(1, QBrush(QColor(STATUS_COLOURS.get(job.status, "#000000"))))
+        text, kind = job.state()
+        tip = job.state_tip()
+        item.setText(1, text)
+        item.setForeground(1, QBrush(QColor(COLOURS.get(kind, COLOURS["none"])[0])))
+        item.setToolTip(0, tip)
+        item.setToolTip(1, tip)
         bar = self._bars[job_id]
         bar.setMaximum(max(job.steps, 1))
         bar.setValue(min(job.step, bar.maximum()) if job.status != "done" else bar.maximum())

@@ -1,5 +1,9 @@
 """A statistic (absmax, std, mean, NaN count, fp16 headroom) over the steps, for chosen modules, with a
-vertical line that follows the step slider (drag it to scrub). Bound to TimelineModel and StatSelection."""
+vertical line that follows the step slider (drag it to scrub). Bound to TimelineModel and StatSelection.
+
+x is the record's step index. The y range follows the data (pyqtgraph's auto-range, which also works in log mode
+and skips NaN/Inf) from each new run or selection until the user pans or zooms; the x range spans the run's
+planned steps and every recorded one."""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ class StatPlot(QSplitter):
         self.plot = pg.PlotWidget(background="#202124")
         self.plot.setLabel("bottom", "step")
         self.plot.showGrid(x=True, y=True, alpha=0.25)
-        self.legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt")
+        self.legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=pg.mkBrush(32, 33, 36, 210))
         self.line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen("#ffca28", width=2))
         self.plot.addItem(self.line)
         self.addWidget(side)
@@ -45,6 +49,8 @@ class StatPlot(QSplitter):
         self._pending.setSingleShot(True)
         self._pending.setInterval(0)
         self._pending.timeout.connect(self._replot)
+        self._fit_y = True  # re-fit y to the data at the next replot
+        self._x_span = (0, 20)  # the steps the x axis spans now
         self.stat.currentTextChanged.connect(selection.set_stat)
         self.filter.textChanged.connect(self._apply_filter)
         self.modules.itemChanged.connect(self._on_item)
@@ -68,16 +74,29 @@ class StatPlot(QSplitter):
 
     def _on_run(self) -> None:
         self._known, self._cache_key = [], None
-        total = self.timeline.settings.get("steps")
-        if isinstance(total, int) and total > 1:  # a fixed x range: the run fills it as it goes
-            self.plot.setXRange(0, total - 1, padding=0.02)
-        elif self.timeline.record is None:  # nothing shown: a plain step axis rather than autorange's ±500
-            self.plot.setRange(xRange=(0, 20), yRange=(0, 1), padding=0.02)
-        else:
-            self.plot.enableAutoRange(x=True)
+        self._fit_y = True
+        if self.timeline.record is None:  # nothing shown: a plain step axis rather than autorange's ±500
+            self._x_span = (0, 20)
+            self.plot.setRange(xRange=self._x_span, yRange=(0, 1), padding=0.02)
+        self._fit_x()
         self._on_steps(self.timeline.count)
 
+    def _fit_x(self) -> None:
+        """A fixed x range over the planned steps (the run fills it as it goes) and every recorded step."""
+        total = self.timeline.settings.get("steps")
+        recorded = [info.index for info in self.timeline.steps]
+        if not (isinstance(total, int) and total > 1) and not recorded:
+            if self.timeline.record is not None:
+                self.plot.enableAutoRange(x=True)
+            return
+        last = max([total - 1 if isinstance(total, int) else 0, *recorded])
+        first = min([0, *recorded])
+        self._x_span = (first, max(last, first + 1))
+        self.plot.setXRange(*self._x_span, padding=0.02)
+
     def _on_steps(self, _count: int) -> None:
+        if self.timeline.steps and self.timeline.steps[-1].index > self._x_span[1]:
+            self._fit_x()  # a step beyond the planned ones
         if not self._known:
             self._known = self._denoise_modules()
             if self._known and not set(self.selection.modules) & set(self._known):
@@ -113,6 +132,7 @@ class StatPlot(QSplitter):
         if self.stat.currentText() != self.selection.stat:
             self.stat.setCurrentText(self.selection.stat)
         self._fill_list()
+        self._fit_y = True
         self._replot()
 
     # -- curves ---------------------------------------------------------------------------------
@@ -156,6 +176,9 @@ class StatPlot(QSplitter):
                 curve = self.plot.plot(name=module, pen=pg.mkPen(pg.intColor(i, hues=max(len(wanted), 6)), width=2))
                 self._curves[module] = curve
             curve.setData(np.asarray(steps, float), np.asarray(values, float))
+        if self._fit_y and any(len(self._rows.get(m, {})) for m in wanted):
+            self._fit_y = False  # from now on pyqtgraph follows the data, until the user pans or zooms
+            self.plot.enableAutoRange(y=True)
         self.line.setValue(max(self.timeline.step, 0))
 
 

@@ -1,12 +1,15 @@
 """The stats heat map: denoiser modules (rows, execution order) × steps, coloured by one statistic; NaN/Inf
-cells red, the first anomaly outlined. A click moves the timeline's step and the module in focus (BlockModel)."""
+cells red, the first anomaly outlined. A click moves the timeline's step and the module in focus (BlockModel).
+Columns are the record's step indexes; the grid is read again only while the view is on screen."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QFont, QResizeEvent
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from ghostviewer.analysis.stat_grid import (
@@ -20,12 +23,14 @@ from ghostviewer.analysis.stat_grid import (
     stat_grid,
 )
 from ghostviewer.gui.models.block_model import BlockModel
+from ghostviewer.gui.models.step_data_model import is_shown, watch_visibility
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import BACKGROUND
 from ghostviewer.record import RecordError
 
 HEATMAP_COLORMAP = "inferno"
 LIVE_REFRESH_MS = 250
+LABEL_PX = 11  # the height one module label needs
 
 
 def short(module: str) -> str:
@@ -73,6 +78,7 @@ class StatsHeatmap(QWidget):
         layout.addWidget(self.plot, 1)
         self.lut = pg.colormap.get(HEATMAP_COLORMAP).getLookupTable(nPts=256, alpha=False)
         self.grid: StatGrid | None = None
+        self._stale = False  # the run changed while the view was hidden
         self._pending = QTimer(self, singleShot=True, interval=LIVE_REFRESH_MS)
         self._pending.timeout.connect(self.reload)
         self.stat.currentTextChanged.connect(lambda _s: self._draw())
@@ -86,6 +92,7 @@ class StatsHeatmap(QWidget):
         timeline.stepChanged.connect(lambda _s: self._mark())
         blocks.moduleSelected.connect(lambda _m: self._mark())
         blocks.anomalyChanged.connect(lambda _m: self._mark())
+        watch_visibility(self, lambda: self.reload() if self._stale else None)
         self.reload()
 
     # -- data -------------------------------------------------------------------------------------
@@ -98,6 +105,10 @@ class StatsHeatmap(QWidget):
             self._pending.start()
 
     def reload(self) -> None:
+        if not is_shown(self):
+            self._stale = True
+            return
+        self._stale = False
         record = self.timeline.record
         try:
             rows = record.stats(phase="denoise") if record is not None else []
@@ -119,8 +130,7 @@ class StatsHeatmap(QWidget):
         rgba, (lo, hi) = grid_rgba(display_values(values, stat, self.log.isChecked()), grid.bad, self.lut)
         self.image.setImage(rgba, autoLevels=False, levels=(0, 255))
         self.image.setRect(QRectF(-0.5, 0, len(grid.steps), len(grid.modules)))
-        left = self.plot.getAxis("left")
-        left.setTicks([[(i + 0.5, short(m)) for i, m in enumerate(grid.modules)]])
+        self._label_rows()
         bottom = self.plot.getAxis("bottom")
         every = max(1, len(grid.steps) // 6)
         bottom.setTicks([[(float(j), str(s)) for j, s in enumerate(grid.steps) if j % every == 0]])
@@ -130,10 +140,23 @@ class StatsHeatmap(QWidget):
         self.info.setText(f"{scale}{stat}: {fmt(lo)} … {fmt(hi)} · red = NaN/Inf")
         self._mark()
 
+    def _label_rows(self) -> None:
+        """One module label per row where they fit, else every k-th (labels must not overlap)."""
+        grid = self.grid
+        if grid is None or not grid.modules:
+            return
+        row_px = max(self.plot.getViewBox().height(), 1.0) / len(grid.modules)
+        every = max(1, math.ceil(LABEL_PX / row_px))
+        self.plot.getAxis("left").setTicks(
+            [[(i + 0.5, short(m)) for i, m in enumerate(grid.modules) if i % every == 0]])
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._label_rows()
+
     # -- markers ----------------------------------------------------------------------------------
     def _step_number(self) -> int | None:
-        info = self.timeline.step_info()
-        return None if info is None else int(info.index)
+        return None if self.timeline.step < 0 else self.timeline.step
 
     def _place(self, item: pg.QtWidgets.QGraphicsRectItem, module: str, step: int | None) -> None:
         cell = self.grid.cell(module, step) if self.grid is not None and step is not None else None
@@ -167,10 +190,9 @@ class StatsHeatmap(QWidget):
         if self.grid is None:
             return
         module, step = self.grid.modules[row], self.grid.steps[col]
-        index = next((i for i, info in enumerate(self.timeline.steps) if info.index == step), None)
         self.blocks.select(module)
-        if index is not None:
-            self.timeline.set_step(index)
+        if self.timeline.position_of(step) is not None:
+            self.timeline.set_step(step)
         self._mark()
 
     def _on_click(self, event: object) -> None:

@@ -1,5 +1,6 @@
 """The images of the selected step: latent channels (colour-mapped), the cheap previews of x_t and of the
-predicted x0, a full VAE decode when asked for, and the final image. Bound to TimelineModel."""
+predicted x0, a full VAE decode when asked for, and the final image. Bound to StepDataModel (the step) and
+TimelineModel (the run's final image)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QGridLayout, QWidget
 
+from ghostviewer.gui.models.step_data_model import StepDataModel, is_shown
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.step_data import channel_mosaic, load_step_view, read_rgb
+from ghostviewer.gui.step_data import NO_STEP, StepData, channel_mosaic, read_rgb
 from ghostviewer.gui.widgets.image_pane import ImagePane
-from ghostviewer.record import RecordError
 
 PANES = ("latents", "x_t preview", "predicted x₀", "VAE decode", "final image")
 # (row, column, rowspan): latents large on the left, the four RGB views in a 2×2 grid beside it
@@ -20,9 +21,9 @@ LATENT_COLORMAP = "CET-D1"
 
 
 class StepImages(QWidget):
-    def __init__(self, model: TimelineModel, parent: QWidget | None = None) -> None:
+    def __init__(self, model: TimelineModel, data: StepDataModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model = model
+        self.model, self.data = model, data
         self.lut = pg.colormap.get(LATENT_COLORMAP).getLookupTable(nPts=256, alpha=False)
         self.panes = {name: ImagePane(name) for name in PANES}
         grid = QGridLayout(self)
@@ -34,33 +35,36 @@ class StepImages(QWidget):
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(2, 1)
         self._final_path: str | None = None
-        model.runChanged.connect(self.refresh)
-        model.stepChanged.connect(lambda _step: self._show_step())
+        self.shown: StepData = NO_STEP  # the step drawn now
+        model.runChanged.connect(self._show_final)
         model.statusChanged.connect(self._show_final)
-        model.decodedChanged.connect(lambda step: self._show_step() if step == model.step else None)
-        self.refresh()
+        data.stepLoaded.connect(self._on_data)
+        data.attach(self, self._on_shown)
+        self._show_final()
+        if is_shown(self):
+            self._on_shown()
 
     @property
     def items(self) -> dict[str, pg.ImageItem]:
         return {name: pane.item for name, pane in self.panes.items()}
 
-    def refresh(self) -> None:
-        self._final_path = None
-        self._show_final()
-        self._show_step()
-
     def _set(self, name: str, image: np.ndarray | None, title: str | None = None) -> None:
         self.panes[name].set_image(image, title)
 
-    def _show_step(self) -> None:
-        record, step = self.model.record, self.model.step
-        if record is None or step < 0:
+    def _on_shown(self) -> None:
+        data = self.data.ready()
+        if data is not None and data is not self.shown:
+            self._show_step(data)
+
+    def _on_data(self, data: StepData) -> None:
+        if is_shown(self):
+            self._show_step(data)
+
+    def _show_step(self, view: StepData) -> None:
+        self.shown = view
+        if view.empty:
             for name in PANES[:4]:
                 self._set(name, None)
-            return
-        try:
-            view = load_step_view(record, step, look_for_decode=not self.model.live)
-        except RecordError:
             return
         if view.latents is not None:
             mosaic, limit = channel_mosaic(view.latents, self.lut)
@@ -70,7 +74,7 @@ class StepImages(QWidget):
         self._set("x_t preview", view.latents_preview)
         self._set("predicted x₀", view.x0_preview)
         self._set("VAE decode", view.decoded,
-                  f"VAE decode · step {step + 1}" if view.decoded is not None else "VAE decode (none yet)")
+                  f"VAE decode · step {view.step + 1}" if view.decoded is not None else "VAE decode (none yet)")
 
     def _show_final(self) -> None:
         record = self.model.record

@@ -1,5 +1,6 @@
 """The scrub bar under the images: play/pause, the step slider, the step's numbers, the verdict badge, and
-the decode and replay buttons. Bound to TimelineModel both ways."""
+the decode and replay buttons. Bound to TimelineModel both ways: the slider is the step's place in the list
+(TimelineModel.position), the label says the record's step index."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ class TimelineBar(QWidget):
                        self.replay_result):
             layout.addWidget(widget, 1 if widget is self.slider else 0)
         self.play.clicked.connect(lambda _checked: model.toggle_play())
-        self.slider.valueChanged.connect(model.set_step)
+        self.slider.valueChanged.connect(model.set_position)
         self.decode.clicked.connect(self.decodeRequested)
         self.replay.clicked.connect(self.replayRequested)
         model.runChanged.connect(self._on_run)
@@ -49,7 +50,7 @@ class TimelineBar(QWidget):
     def _on_run(self) -> None:
         self.replay_result.clear()
         self._on_steps(self.model.count)
-        self._on_step(self.model.step)
+        self._on_step()
         self.badge.show_badge(self.model.badge())
 
     def _on_steps(self, count: int) -> None:
@@ -60,11 +61,11 @@ class TimelineBar(QWidget):
         self.decode.setEnabled(count > 0)
         self.replay.setEnabled(self.model.record is not None)
         self.badge.show_badge(self.model.badge())
-        self._on_step(self.model.step)
+        self._on_step()
 
-    def _on_step(self, step: int) -> None:
+    def _on_step(self, _step: int = -1) -> None:
         self.slider.blockSignals(True)
-        self.slider.setValue(max(step, 0))
+        self.slider.setValue(max(self.model.position, 0))
         self.slider.blockSignals(False)
         info = self.model.step_info()
         if info is None:

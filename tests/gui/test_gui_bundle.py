@@ -1,0 +1,70 @@
+"""Bug-report bundles in the window: a dropped or given .zip opens its first run; File ▸ Export bug report…"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from ghostviewer.record import RunRecord
+from ghostviewer.record.bundle import export_bundle, inspect_bundle
+from tests.gui.fake_runs import write_fake_run
+
+
+def _drop(window, path: Path) -> None:  # noqa: ANN001
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    window.dropEvent(event)
+
+
+def test_dropping_a_bundle_shows_its_first_run(window, gui_env: Path, tmp_path: Path, qtbot) -> None:  # noqa: ANN001
+    elsewhere = tmp_path / "colleague"
+    first = write_fake_run(elsewhere, steps=4, run_id="first", nan_at=2)
+    second = write_fake_run(elsewhere, steps=2, run_id="second")
+    bundle = Path(export_bundle([first, second], tmp_path / "report.zip")["bundle"])
+    state = window.state
+    with qtbot.waitSignal(state.controller.sigMessage, timeout=5000,
+                          check_params_cb=lambda text: text.startswith("Opened the bug report")) as blocker:
+        _drop(window, bundle)
+    assert "2 run(s)" in blocker.args[0] and "first" in blocker.args[0]
+    shown = Path(state.timeline.run_dir)
+    assert shown.name == "first" and shown.is_relative_to(gui_env / "bundles")
+    assert state.timeline.count == 4 and window.timeline_bar.badge.kind == "bad"
+    assert RunRecord(shown).steps() == RunRecord(first).steps()
+    assert window.step_images.items["final image"].image is not None
+    assert state.reporter.last_message is None
+
+
+def test_a_bad_bundle_is_one_line_not_a_crash(window, gui_env: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    bundle = tmp_path / "evil.zip"
+    with zipfile.ZipFile(bundle, "w") as zf:
+        zf.writestr("../evil.txt", "x")
+    window.state.opener.open_path(bundle)
+    message = window.state.reporter.last_message or ""
+    assert message.startswith("Could not open the bug report") and "outside the bundle" in message
+    assert "\n" not in message and window.state.timeline.record is None
+    assert not (tmp_path / "evil.txt").exists() and not (gui_env.parent / "evil.txt").exists()
+
+
+def test_export_bug_report_action(window, gui_env: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    from ghostviewer.gui.bundle_export_dialog import BundleExportDialog
+
+    window.actions.export_bundle.trigger()  # no run shown: a message, no dialog
+    assert window.findChild(BundleExportDialog) is None
+    run = write_fake_run(gui_env, steps=3, run_id="shown", capture=("unet.mid_block",))
+    assert window.state.opener.open_run(run)
+    window.actions.export_bundle.trigger()
+    dialog = window.findChild(BundleExportDialog)
+    assert dialog is not None and "about" in dialog.estimate.text()
+    full = dialog.update_estimate()
+    dialog.tensors.setChecked(False)
+    assert dialog.update_estimate() < full
+    dialog.path.setText(str(tmp_path / "out.zip"))
+    assert dialog.save()
+    info = inspect_bundle(tmp_path / "out.zip")
+    assert info["runs"][0]["run_id"] == "shown" and info["manifest"]["options"]["include_tensors"] is False
+    assert "Bug report saved" in window.statusBar().currentMessage()

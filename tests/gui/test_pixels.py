@@ -1,0 +1,204 @@
+"""Tests that look at what is drawn: a REAL recorded demo run (made once for the module, in a subprocess, so
+torch stays out of this process) shown in an offscreen window at 1366×768; each view is grabbed and its pixels
+and view ranges checked — the data must be inside the view, not drawn off-screen or as a flat colour."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor, QImage
+from PySide6.QtWidgets import QApplication, QGraphicsView, QWidget
+
+from ghostviewer.gui.app_settings import AppSettings
+from tests.gui.fake_runs import write_fake_run
+from tests.gui.live_window import needs_demo
+
+pytestmark = needs_demo
+PROMPT = "a red circle on a blue background"
+MAKE_RUN = ("import sys; from ghostviewer.api import run; "
+            f"print(run('demo', {PROMPT!r}, seed=1, steps=6, runs_dir=sys.argv[1], capture=['unet.mid_block*'], "
+            "capture_attention=True)['run_dir'])")
+BACKGROUND = QColor("#202124")
+MAGENTA = (255, 0, 255)
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> str:
+    runs = tmp_path_factory.mktemp("pixels-runs")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", MAKE_RUN, str(runs)], capture_output=True, text=True, env=env,
+                          timeout=300, check=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+    """A shown window with no engine and no run yet (the stat plot starts from its empty state)."""
+    from ghostviewer.gui.app import create_window
+
+    root = tmp_path_factory.mktemp("pixels")
+    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
+    window.state.history.set_runs_dir(root / "runs")
+    window.resize(1366, 768)
+    window.show()
+    yield window
+    window.close()
+
+
+def settle(qtbot, win) -> None:  # noqa: ANN001
+    qtbot.waitUntil(lambda: win.state.step_data.idle, timeout=10_000)
+    qtbot.wait(50)  # queued replots and repaints
+
+
+def pixels(widget: QWidget) -> np.ndarray:
+    """The widget as drawn now: (H, W, 3) uint8."""
+    image = widget.grab().toImage().convertToFormat(QImage.Format.Format_RGB888)
+    rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+    return rows[:, :image.width() * 3].reshape(image.height(), image.width(), 3).copy()
+
+
+def region(view: QGraphicsView, scene_rect: QRectF) -> tuple[slice, slice]:
+    """Rows and columns of the grabbed view covered by a scene rectangle (clipped to the view)."""
+    rect = view.mapFromScene(scene_rect).boundingRect().intersected(view.viewport().rect())
+    return slice(rect.top(), rect.bottom() + 1), slice(rect.left(), rect.right() + 1)
+
+
+def near(image: np.ndarray, colour: QColor, tolerance: int = 40) -> np.ndarray:
+    target = np.array([colour.red(), colour.green(), colour.blue()], np.int32)
+    return np.abs(image.astype(np.int32) - target).max(axis=-1) <= tolerance
+
+
+def raise_dock(win, widget: QWidget) -> None:  # noqa: ANN001
+    next(d for d in win.docks if d.widget() is widget).raise_()
+
+
+def check_plot_shows_its_curves(plot) -> None:  # noqa: ANN001 - StatPlot
+    viewbox = plot.plot.getViewBox()
+    (x_lo, x_hi), (y_lo, y_hi) = viewbox.viewRange()
+    xs, ys = [], []
+    for curve in plot._curves.values():
+        x, y = curve.getData()
+        xs.append(x[np.isfinite(y)])
+        ys.append(y[np.isfinite(y)])
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    assert x.size, "no data plotted"
+    assert x_lo <= x.min() and x.max() <= x_hi, ((x_lo, x_hi), (x.min(), x.max()))
+    assert y_lo <= y.min() and y.max() <= y_hi, ((y_lo, y_hi), (y.min(), y.max()))
+    image = pixels(plot.plot)
+    rows, cols = region(plot.plot, viewbox.sceneBoundingRect())
+    inside = image[rows, cols]
+    legend = np.zeros(image.shape[:2], bool)
+    lr, lc = region(plot.plot, plot.legend.sceneBoundingRect())
+    legend[lr, lc] = True
+    seen = 0
+    for curve in plot._curves.values():
+        colour = curve.opts["pen"].color()
+        hits = near(inside, colour, 24) & ~legend[rows, cols]
+        seen += int(hits.sum() >= 20)
+    assert seen >= max(1, len(plot._curves) // 2), f"only {seen} of {len(plot._curves)} curves are on screen"
+    assert not near(inside, BACKGROUND, 4).all()
+
+
+def test_stat_plot_curves_are_inside_the_view(real_run: str, win, qtbot) -> None:  # noqa: ANN001
+    win.state.opener.open_run(real_run)  # from the empty plot: the case that was drawn off-screen
+    settle(qtbot, win)
+    assert win.stat_plot._curves
+    check_plot_shows_its_curves(win.stat_plot)
+    for stat in ("mean", "std", "fp16_headroom", "absmax"):  # re-fitted when the selection changes
+        win.state.selection.set_stat(stat)
+        qtbot.wait(20)
+        check_plot_shows_its_curves(win.stat_plot)
+    module = next(m for m in win.state.selection.modules)
+    win.state.selection.toggle(module, False)
+    qtbot.wait(20)
+    check_plot_shows_its_curves(win.stat_plot)
+    win.state.selection.toggle(module, True)
+
+
+def test_stat_plot_follows_a_live_run(win, qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    timeline = win.state.timeline
+    timeline.close_run()  # the empty plot again
+
+    def on_step(run_dir: Path, step: int) -> None:
+        if step == 0:
+            timeline.open_run(run_dir, live=True)
+        else:
+            timeline.refresh()
+        for _ in range(3):
+            QApplication.processEvents()
+        if step == 2:
+            check_plot_shows_its_curves(win.stat_plot)
+
+    run = write_fake_run(tmp_path, steps=5, on_step=on_step)
+    timeline.set_live(False)
+    qtbot.wait(20)
+    assert timeline.run_dir == str(run) and timeline.count == 5
+    check_plot_shows_its_curves(win.stat_plot)
+
+
+def test_heat_map_is_drawn_with_its_cursor(real_run: str, win, qtbot) -> None:  # noqa: ANN001
+    state, heatmap = win.state, win.heatmap
+    state.opener.open_run(real_run)
+    raise_dock(win, heatmap)
+    settle(qtbot, win)
+    assert heatmap.grid is not None
+    module = heatmap.grid.modules[len(heatmap.grid.modules) // 2]
+    state.blocks.select(module)
+    state.timeline.set_step(2)
+    settle(qtbot, win)
+    image = pixels(heatmap.plot)
+    rows, cols = region(heatmap.plot, heatmap.image.sceneBoundingRect())
+    cells = image[rows, cols]
+    assert cells.size and cells.reshape(-1, 3).std(axis=0).max() > 10, "the heat map is one flat colour"
+    assert heatmap.cursor.isVisible()
+    rect = heatmap.plot.mapFromScene(heatmap.cursor.mapToScene(heatmap.cursor.rect())).boundingRect()
+    top = image[rect.top() - 1:rect.top() + 2, rect.left() + 2:rect.right() - 1]
+    assert near(top, QColor("#ffca28"), 40).any(axis=0).mean() > 0.6, "the cursor cell's outline is not drawn"
+
+
+def test_step_images_show_the_step(real_run: str, win, qtbot) -> None:  # noqa: ANN001
+    state = win.state
+    state.opener.open_run(real_run)
+    state.timeline.set_step(3)
+    settle(qtbot, win)
+    assert win.step_images.shown.step == 3
+    for name in ("latents", "x_t preview", "predicted x₀", "final image"):
+        pane = win.step_images.panes[name]
+        assert pane.item.image is not None, name
+        image = pixels(pane)
+        rows, cols = region(pane, pane.item.sceneBoundingRect())
+        drawn = image[rows, cols].reshape(-1, 3)
+        assert len(drawn) > 100, f"{name}: the image is not on screen"
+        assert drawn.std(axis=0).max() > 10, f"{name}: one flat colour"
+        assert (np.abs(drawn.astype(int) - MAGENTA).max(axis=1) > 30).mean() > 0.5, f"{name}: magenta (NaN)"
+
+
+def test_feature_map_grid_is_drawn(real_run: str, win, qtbot) -> None:  # noqa: ANN001
+    state, view = win.state, win.feature_maps
+    state.opener.open_run(real_run)
+    raise_dock(win, view)
+    state.blocks.select("unet.mid_block")
+    settle(qtbot, win)
+    assert view.captured and view.grid is not None and view.grid.count == 64
+    image = pixels(view.canvas)
+    rows, cols = region(view.canvas, view.image.sceneBoundingRect())
+    drawn = image[rows, cols].reshape(-1, 3)
+    assert len(drawn) > 400 and drawn.std(axis=0).max() > 10, "the feature maps are one flat colour"
+
+
+def test_attention_maps_are_drawn(real_run: str, win, qtbot) -> None:  # noqa: ANN001
+    state, view = win.state, win.attention
+    state.opener.open_run(real_run)
+    raise_dock(win, view)
+    settle(qtbot, win)
+    assert view.maps is not None and view.maps.shape[0] == len(view.tokens)
+    image = pixels(view.canvas)
+    rows, cols = region(view.canvas, view.image.sceneBoundingRect())
+    assert image[rows, cols].reshape(-1, 3).std(axis=0).max() > 10, "the attention maps are one flat colour"
