@@ -106,7 +106,10 @@ def build_interventions(loaded: LoadedPipeline, settings: RunSettings) -> list[A
     for bypass in bypasses:
         bypass.check(loaded.pipe)
     bridge = [DtypeBridge()] if DtypeBridge.needed(loaded.pipe) else []
-    return [*bridge, *[make_fault(name) for name in settings.faults], *bypasses]
+    # Bypasses before faults: both prepend their output hooks, so the fault (applied later) runs first and the
+    # bypass then replaces the faulty output. The other way round, bypassing a block would not remove a fault
+    # hooked on that very block (fp16-vae-overflow), and bisection could never name it.
+    return [*bridge, *bypasses, *[make_fault(name) for name in settings.faults]]
 
 
 def execute_run(
@@ -115,11 +118,18 @@ def execute_run(
     runs_dir: Path,
     cancel: CancelToken | None = None,
     on_progress: ProgressFn | None = None,
+    *,
+    tensors_every: int = 1,
 ) -> dict[str, Any]:
-    """Run the pipeline once with tracing and interventions; return CONTRACT's `run` dict."""
+    """Run the pipeline once with tracing and interventions; return CONTRACT's `run` dict.
+
+    `tensors_every`: k > 1 writes the step tensors (latents, x0, previews) only every k-th step and at the last
+    one (sweeps); statistics and fingerprints are recorded at every step whatever k, so the verdict and the first
+    anomaly are those of a full run.
+    """
     original_scheduler = loaded.pipe.scheduler  # a run's --scheduler must not leak into the next run
     try:
-        return _execute(loaded, settings, runs_dir, cancel, on_progress)
+        return _execute(loaded, settings, runs_dir, cancel, on_progress, max(1, int(tensors_every)))
     finally:
         loaded.pipe.scheduler = original_scheduler
 
@@ -130,6 +140,7 @@ def _execute(
     runs_dir: Path,
     cancel: CancelToken | None,
     on_progress: ProgressFn | None,
+    tensors_every: int = 1,
 ) -> dict[str, Any]:
     settings, notes = prepare_settings(loaded, settings)
     interventions = build_interventions(loaded, settings)
@@ -164,7 +175,8 @@ def _execute(
         for note in notes:
             writer.event("settings", note)
         return _record_run(
-            loaded, settings, interventions, writer, tracer, detector, commit_rows, started, cancel, emit
+            loaded, settings, interventions, writer, tracer, detector, commit_rows, started, cancel, emit,
+            tensors_every,
         )
     except RunCancelled:
         end("cancelled", "cancelled by the user", "warning")
@@ -201,6 +213,7 @@ def _record_run(
     started: float,
     cancel: CancelToken | None,
     emit: ProgressFn,
+    tensors_every: int = 1,
 ) -> dict[str, Any]:
     """The traced pipeline call itself; every exit path of the record is handled by the caller."""
     pipe = loaded.pipe
@@ -226,9 +239,13 @@ def _record_run(
         harvest = tracer.flush()
         detector.feed(harvest.rows)
         writer.add_stats(harvest.rows)
-        latents = _host(kwargs["latents"])
-        x0 = _host(state["x0"]) if state["x0"] is not None else latents
-        tensors = {"latents": latents, "x0": x0}
+        keep = index % tensors_every == 0 or index == settings.steps - 1
+        tensors: dict[str, np.ndarray] = {}
+        if keep:
+            latents = _host(kwargs["latents"])
+            x0 = _host(state["x0"]) if state["x0"] is not None else latents
+            # Previews go into the step's safetensors as uint8 RGB: a PNG per step would cost more than the step.
+            tensors.update(latents=latents, x0=x0, preview=preview(x0), latents_preview=preview(latents))
         tensors.update({f"fm/{name}": fmap for name, fmap in harvest.feature_maps.items()})
         for capture in attention:
             tensors.update(capture.harvest())
@@ -245,8 +262,6 @@ def _record_run(
             mem_peak=after.peak,
             mem_kind=after.kind,
         )
-        # Previews go into the step's safetensors as uint8 RGB: a PNG per step would cost more than the step.
-        tensors.update(preview=preview(x0), latents_preview=preview(latents))
         writer.add_step(info, tensors)
         state.update(mark=time.perf_counter(), mem=after, x0=None)
         reset_peak(loaded.device)

@@ -1,0 +1,144 @@
+"""Which blocks bisection by bypass has to consider, and which half of them the next re-run bypasses.
+
+Candidates. A bypassable block is a candidate when it ran in the bad run and could have caused its first anomaly:
+it ran, in the anomaly's phase, before the anomalous output was recorded, or it encloses the anomalous module.
+A block that runs only after the first anomaly cannot cause it, and a block of an earlier phase would have
+shown the anomaly in its own phase (an earlier phase that hands on wrong but finite values is the one case
+this misses; bisection then ends with `culprit: null` and says where the first anomaly was). In the denoising
+loop "before" includes every earlier step, so an anomaly at step 3 keeps every block of the denoiser. A bad
+run without an anomaly (a bad verdict alone) keeps every block that ran.
+
+Halving. Bypassing a block bypasses everything inside it, so a re-run that bypasses a set of blocks asks "is the
+culprit inside one of these subtrees?". Among the possible culprits P, `choose_half` picks blocks whose
+subtrees cover exactly ⌊|P|/2⌋ of P, coarse first: whole components, then whole blocks, descending into a block
+(which then stays out) only when it is too big to fit. That always comes out exact (a block too big to fit has
+at least as many candidates below it as are still needed), so every answer at least halves P:
+a single culprit among N candidates takes ⌈log2 N⌉ re-runs to isolate, plus at most one to confirm it alone.
+The half is taken from the downstream end, nearest the first anomaly: the anomaly usually sits in the culprit,
+so the first answers tend to land on it, and a last re-run that bypassed the culprit alone is its confirmation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ghostviewer.analysis.anomaly import AnomalyDetector
+from ghostviewer.record import StatRow
+
+
+def budget(candidates: int) -> int:
+    """⌈log2 N⌉ + 1 re-runs for a single culprit among N candidates (0 when there is nothing to try)."""
+    return 0 if candidates <= 0 else math.ceil(math.log2(candidates)) + 1
+
+
+def inside(module: str, block: str) -> bool:
+    """`module` is `block` itself or lies inside it."""
+    return module == block or module.startswith(block + ".")
+
+
+def upstream_modules(rows: Sequence[StatRow], anomaly: Mapping[str, Any]) -> set[str]:
+    """Modules that ran in the anomaly's phase before the anomalous output was recorded, or that enclose it."""
+    phase, step, module = anomaly.get("phase"), anomaly.get("step"), str(anomaly.get("module"))
+    mark = _anomaly_seq(rows, phase, step, module)
+    found: set[str] = set()
+    for row in rows:
+        if row.phase != phase:
+            continue
+        if (mark is not None and row.seq <= mark) or inside(module, row.module):
+            found.add(row.module)
+    return found
+
+
+def _anomaly_seq(rows: Sequence[StatRow], phase: Any, step: Any, module: str) -> int | None:
+    """The seq of the anomalous output: found again by the detector that found it (a module may run twice in a
+    phase, e.g. the text encoder for the prompt and the negative prompt); else its last call, a safe superset."""
+    detector = AnomalyDetector()
+    for row in rows:
+        if detector.feed([row]) is not None:
+            if (row.phase, row.step, row.module) == (phase, step, module):
+                return row.seq
+            break
+    marks = [r.seq for r in rows if r.phase == phase and r.step == step and r.module == module]
+    return max(marks) if marks else None
+
+
+def candidates(
+    bypassable: Iterable[str], order: Sequence[str], rows: Sequence[StatRow], anomaly: Mapping[str, Any] | None,
+    already_bypassed: Iterable[str] = (),
+) -> list[str]:
+    """Bypassable blocks that may have caused the anomaly, in first-execution order (module docstring)."""
+    ran = set(order)
+    keep = upstream_modules(rows, anomaly) if anomaly is not None else ran
+    skipped = list(already_bypassed)
+    allowed = set(bypassable)
+    return [
+        m for m in order
+        if m in allowed and m in ran and m in keep and not any(inside(m, b) for b in skipped)
+    ]
+
+
+class Forest:
+    """The nesting of a set of candidate blocks (by path), in execution order."""
+
+    def __init__(self, nodes: Sequence[str]) -> None:
+        self.nodes = list(nodes)
+        self._parent = {node: self._nearest_enclosing(node) for node in self.nodes}
+
+    def _nearest_enclosing(self, node: str) -> str | None:
+        enclosing = [n for n in self.nodes if n != node and inside(node, n)]
+        return max(enclosing, key=len) if enclosing else None
+
+    def parent(self, node: str) -> str | None:
+        """The nearest enclosing node, if any."""
+        return self._parent[node]
+
+    def children(self, node: str | None) -> list[str]:
+        """Direct children in execution order; None: the roots."""
+        return [n for n in self.nodes if self._parent[n] == node]
+
+    def weight(self, node: str) -> int:
+        """How many nodes its bypass covers (itself and everything inside it)."""
+        return sum(1 for n in self.nodes if inside(n, node))
+
+
+def covered(blocks: Iterable[str], possible: Iterable[str]) -> list[str]:
+    """The possible culprits a bypass of `blocks` covers."""
+    chosen = list(blocks)
+    return [p for p in possible if any(inside(p, b) for b in chosen)]
+
+
+def choose_half(possible: Sequence[str]) -> list[str]:
+    """Blocks to bypass together so that exactly ⌊|P|/2⌋ of the possible culprits are covered, coarsest first."""
+    forest = Forest(possible)
+    chosen: list[str] = []
+
+    def fill(nodes: list[str], remaining: int) -> int:
+        for node in reversed(nodes):  # downstream first
+            if remaining == 0:
+                break
+            weight = forest.weight(node)
+            if weight <= remaining:
+                chosen.append(node)
+                remaining -= weight
+            else:
+                remaining = fill(forest.children(node), remaining)
+        return remaining
+
+    remaining = len(possible) // 2
+    roots = forest.children(None)
+    components = list(dict.fromkeys(r.split(".", 1)[0] for r in roots))
+    for component in reversed(components):  # a whole component first, when it fits; downstream first
+        group = [r for r in roots if r.split(".", 1)[0] == component]
+        size = sum(forest.weight(r) for r in group)
+        if remaining == 0:
+            break
+        if size <= remaining:
+            chosen.extend(group)
+            remaining -= size
+        else:
+            remaining = fill(group, remaining)
+    if remaining:  # cannot happen (see the module docstring); a wrong plan must not pass silently
+        raise AssertionError(f"could not cover half of {list(possible)}")
+    return chosen
