@@ -45,6 +45,7 @@ class EngineClient(QObject):
     sigError = Signal(dict)  # {"message": one line, "cmd": ..., "id": ...}
     sigEngineDied = Signal(str)  # why, in words
     sigLog = Signal(str)  # a line the engine wrote on stderr
+    sigEvent = Signal(dict)  # every event, including those without a signal of their own ('isolated', …)
 
     def __init__(self, parent: QObject | None = None, program: str | None = None,
                  arguments: list[str] | None = None) -> None:
@@ -181,6 +182,8 @@ class EngineClient(QObject):
         target = self._signals.get(str(name))
         if target is not None:
             target.emit(event)
+        if isinstance(event, dict):
+            self.sigEvent.emit(event)
 
     def _on_stderr(self, process: QProcess) -> None:
         if process is not self._process:

@@ -1,0 +1,223 @@
+"""The standalone repro.py and README.md of an isolated folder: torch, diffusers and safetensors only.
+
+repro.py rebuilds the module from its diffusers class (config, recovered constructor arguments, or its parent
+component's config), loads the saved weights and inputs, runs it once and prints the output's statistics;
+it exits 1 when the output holds NaN or Inf. A ghost-lab fault of the run is written in as a marked section.
+"""
+
+from __future__ import annotations
+
+import pprint
+from typing import Any
+
+from ghostviewer.engine.isolation.injected import FORMS
+from ghostviewer.engine.isolation.rebuild import BuildSpec
+
+_TEMPLATE = '''#!/usr/bin/env python
+"""Standalone repro: @@MODULE@@ (@@CLASS_NAME@@) with its real inputs from a recorded run.
+
+Recorded by GhostViewer from run @@RUN@@ (prompt @@PROMPT@@, seed @@SEED@@), @@WHEN@@.
+Needs only torch, diffusers and safetensors; the files next to this script hold the inputs (inputs.json,
+inputs.safetensors) and the weights (weights.safetensors).
+
+    python repro.py [--device cpu|cuda]@@FAULT_FLAG_USAGE@@
+
+Prints the output's statistics; exit status 1 when the output holds NaN or Inf, else 0.
+"""
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+@@IMPORTS@@
+
+HERE = Path(__file__).resolve().parent
+MODULE_PATH = @@MODULE_REPR@@  # where the module sits in the pipeline
+DTYPE = torch.@@DTYPE@@
+PROCESSORS = @@PROCESSORS@@  # attention processors the run used, where not the default
+@@VALUES@@
+
+
+def build_module():
+@@BUILD@@
+
+
+def load_class(path):
+    module_name, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module_name), name)
+
+
+def decode(spec, tensors):
+    """inputs.json values: plain JSON, or {"tensor": key}, {"tuple": [...]}, {"list": [...]}, {"dict": {...}}."""
+    if not isinstance(spec, dict):
+        return spec
+    if "tensor" in spec:
+        return tensors[spec["tensor"]]
+    if "float" in spec:
+        return float(spec["float"])
+    if "tuple" in spec:
+        return tuple(decode(v, tensors) for v in spec["tuple"])
+    if "list" in spec:
+        return [decode(v, tensors) for v in spec["list"]]
+    if "dict" in spec:
+        return {k: decode(v, tensors) for k, v in spec["dict"].items()}
+    return None  # an argument GhostViewer could not save (see inputs.json "unsupported")
+
+
+def main_tensor(output):
+    if isinstance(output, torch.Tensor):
+        return output
+    if hasattr(output, "to_tuple"):
+        output = output.to_tuple()
+    if isinstance(output, (tuple, list)):
+        return next(x for x in output if isinstance(x, torch.Tensor))
+    raise TypeError(f"no tensor in the output ({type(output).__name__})")
+@@FAULT@@
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+@@FAULT_FLAG@@    options = parser.parse_args()
+    module = build_module()
+    first = next(module.parameters(), None)
+    if first is not None and first.dtype != DTYPE:
+        module = module.to(DTYPE)
+    module.load_state_dict(load_file(str(HERE / "weights.safetensors")), strict=True)
+    for name, cls in PROCESSORS.items():
+        module.get_submodule(name).set_processor(load_class(cls)())
+    module = module.to(options.device).eval()
+@@FAULT_CALL@@    spec = json.loads((HERE / "inputs.json").read_text())
+    tensors = load_file(str(HERE / "inputs.safetensors"), device=options.device)
+    args = [decode(v, tensors) for v in spec["args"]]
+    kwargs = {k: decode(v, tensors) for k, v in spec["kwargs"].items()}
+    with torch.no_grad():
+        out = main_tensor(module(*args, **kwargs)).float()
+    finite = out[torch.isfinite(out)]
+    nan, inf = int(torch.isnan(out).sum()), int(torch.isinf(out).sum())
+    print(f"{MODULE_PATH}: output shape {tuple(out.shape)}, dtype {DTYPE}")
+    if finite.numel():
+        print(f"min {finite.min().item():.6g}  max {finite.max().item():.6g}  "
+              f"mean {finite.mean().item():.6g}  std {finite.std().item() if finite.numel() > 1 else 0.0:.6g}")
+    print(f"NaN {nan}  Inf {inf}  of {out.numel()} values")
+    return 1 if nan or inf else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+_FAULT_HEADER = '''
+
+# =================================================================================================
+# Injected fault (GhostViewer ghost lab): @@NAME@@
+# NOT diffusers code. GhostViewer injected this fault into the recorded run on purpose (a preset that
+# reproduces a known class of bug); diffusers alone does not have it. It is written here, as the fault's
+# own code, so that this repro reproduces what the run did. Run with --without-fault to see the module
+# without it.
+# =================================================================================================
+'''
+
+
+def _import(class_path: str) -> tuple[str, str]:
+    module_name, _, name = class_path.rpartition(".")
+    code = (f"try:\n    from {module_name} import {name}\n"
+            f"except ImportError:  # moved in another diffusers version\n    from diffusers import {name}")
+    return name, code
+
+
+def _literal(name: str, value: Any) -> str:
+    return f"{name} = {pprint.pformat(value, width=110, sort_dicts=False)}"
+
+
+def _build_parts(spec: BuildSpec) -> tuple[str, str, str]:
+    """(imports, module-level values, build_module body)."""
+    if spec.kind == "parent" and spec.parent_class and spec.path:
+        name, code = _import(spec.parent_class)
+        body = (f"    # rebuilt through its component: {name} from its config, then the submodule\n"
+                f"    return {name}.from_config(PARENT_CONFIG).get_submodule({spec.path!r})")
+        return code, _literal("PARENT_CONFIG", spec.values), body
+    name, code = _import(spec.class_path)
+    if spec.kind == "config":
+        return code, _literal("CONFIG", spec.values), f"    return {name}.from_config(CONFIG)"
+    return code, _literal("KWARGS", spec.values), f"    return {name}(**KWARGS)  # recovered constructor arguments"
+
+
+def repro_script(meta: dict[str, Any], processors: dict[str, str]) -> str:
+    spec = BuildSpec.from_json(meta["build"])
+    imports, values, body = _build_parts(spec)
+    faults = meta.get("faults") or []
+    fault_code = "".join(
+        _FAULT_HEADER.replace("@@NAME@@", f["name"]) + FORMS[f["name"]].source(f["params"]) for f in faults
+    )
+    flag = '    parser.add_argument("--without-fault", action="store_true", help="skip the injected fault")\n'
+    call = "    if not options.without_fault:\n        inject_fault(module)\n"
+    replacements = {
+        "@@MODULE@@": meta["module"],
+        "@@CLASS_NAME@@": spec.class_path.rpartition(".")[2],
+        "@@RUN@@": str(meta.get("run_id") or meta.get("run_dir")),
+        "@@PROMPT@@": repr(meta.get("prompt")),
+        "@@SEED@@": str(meta.get("seed")),
+        "@@WHEN@@": f"denoising step {meta['step']}, call {meta['call']}" if meta.get("step") is not None
+        else f"call {meta['call']}",
+        "@@FAULT_FLAG_USAGE@@": " [--without-fault]" if faults else "",
+        "@@IMPORTS@@": imports,
+        "@@MODULE_REPR@@": repr(meta["module"]),
+        "@@DTYPE@@": str(meta["dtype"]),
+        "@@PROCESSORS@@": pprint.pformat(processors, width=110),
+        "@@VALUES@@": values,
+        "@@BUILD@@": body,
+        "@@FAULT@@": fault_code,
+        "@@FAULT_FLAG@@": flag if faults else "",
+        "@@FAULT_CALL@@": call if faults else "",
+    }
+    text = _TEMPLATE
+    for key, value in replacements.items():
+        text = text.replace(key, value)
+    return text
+
+
+def readme(meta: dict[str, Any]) -> str:
+    spec = BuildSpec.from_json(meta["build"])
+    output = meta.get("output") or {}
+    when = f"denoising step {meta['step']}, call {meta['call']}" if meta.get("step") is not None else "its first call"
+    lines = [
+        f"# Isolated module: {meta['module']}",
+        "",
+        f"`{spec.class_path}`, from run `{meta.get('run_id')}` (prompt {meta.get('prompt')!r}, seed "
+        f"{meta.get('seed')}), at {when}, in {meta['dtype']}.",
+        f"Its real output there: NaN {output.get('nan')}, Inf {output.get('inf')} of {output.get('numel')} values; "
+        + (f"finite values from {output['min']:.4g} to {output['max']:.4g}, std {output['std']:.4g}."
+           if output.get("min") is not None else "no finite value."),
+        "",
+        "Files: `inputs.safetensors` + `inputs.json` (the call's arguments), `weights.safetensors` (its state_dict),",
+        "`module.json` (class, config, dtype, processors)"
+        + (", `repro.py` (torch, diffusers and safetensors only)." if spec.kind != "none" else "."),
+        "",
+    ]
+    if spec.kind == "none":
+        lines += ["**This module cannot be rebuilt from a config**, so there is no repro.py: " + spec.reason,
+                  "Its inputs and weights are saved all the same.", ""]
+    else:
+        how = {"config": "from its diffusers config", "kwargs": "from constructor arguments recovered from it",
+               "parent": "through its component, rebuilt from that component's config"}[spec.kind]
+        lines += [f"`python repro.py` rebuilds it {how}, loads weights and inputs, runs it and prints the output's",
+                  "statistics; it exits 1 when the output holds NaN or Inf.", ""]
+    for fault in meta.get("faults") or []:
+        lines += [
+            f"**Injected fault.** The run had the GhostViewer ghost-lab fault `{fault['name']}`, a hook GhostViewer",
+            "adds on purpose; diffusers alone does not have it, so a repro without it would not reproduce.",
+            "repro.py carries the fault's own code in a section marked \"Injected fault (GhostViewer ghost lab)\";",
+            "`python repro.py --without-fault` runs the module without it. Do not report it upstream as a diffusers",
+            "bug: it stands for the kind of bug it imitates.",
+            "",
+        ]
+    for note in meta.get("fault_notes") or []:
+        lines.append(f"- Fault {note}.")
+    if meta.get("unsupported"):
+        lines.append(f"- Arguments that could not be saved (passed as None): {', '.join(meta['unsupported'])}.")
+    return "\n".join(lines).rstrip() + "\n"
