@@ -3,7 +3,9 @@
 Paths are component-prefixed `named_modules()` names (`unet.mid_block.resnets.0`), the key used everywhere.
 "Block depth" keeps the units a person reasons about — a component's direct children and the members of its
 module lists down to five levels (`vae.decoder.up_blocks.2.resnets.1`) — and drops containers and the layers
-inside a block. "Leaf depth" adds every module without children.
+inside a block: nothing inside an attention or feed-forward module (`attn.to_out.1` Dropout, `ff.net.0` GELU).
+A wrapped text model (`text_encoder_2.text_model` of CLIPTextModelWithProjection) is looked through, so both SDXL
+text encoders list the same parts. "Leaf depth" adds every module without children.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ PHASE_OF_COMPONENT = {
 }
 DENOISERS = ("unet", "transformer", "prior")
 MAX_BLOCK_DEPTH = 5
+# Direct children that only wrap a model (CLIPTextModelWithProjection.text_model): their children count as direct.
+_WRAPPERS = ("text_model",)
 
 # Kinds whose output has the shape of their main input, so bypassing them means passing that input through.
 _RESIDUAL_KINDS = {
@@ -95,9 +99,20 @@ def _is_container(module: nn.Module) -> bool:
     )
 
 
+def _is_layer_internal(module: nn.Module) -> bool:
+    """Attention and feed-forward modules: what lies inside them are layers, not blocks."""
+    kind = type(module).__name__
+    return kind.endswith("Attention") or kind == "FeedForward"
+
+
 def _is_block(relative: str, module: nn.Module) -> bool:
     if _is_container(module):
         return False
+    head, _, rest = relative.partition(".")
+    if head in _WRAPPERS:
+        if not rest:
+            return False  # the wrapper itself: its parts are listed instead
+        relative = rest
     parts = relative.split(".")
     if len(parts) == 1:
         # Direct children, except parameter-free leaves such as activations and timestep projections.
@@ -111,10 +126,14 @@ def _is_block(relative: str, module: nn.Module) -> bool:
 def iter_modules(pipe: object, depth: Depth = "block") -> Iterator[tuple[str, nn.Module]]:
     """(path, module) for every traced module at the given depth, component by component."""
     for component, root in pipeline_components(pipe).items():
+        internal: list[str] = []  # prefixes of attention / feed-forward modules seen so far (parents come first)
         for relative, module in root.named_modules():
             if not relative:
                 continue
-            if _is_block(relative, module) or (depth == "leaf" and not list(module.children())):
+            inside = any(relative.startswith(prefix) for prefix in internal)
+            if _is_layer_internal(module):
+                internal.append(relative + ".")
+            if (not inside and _is_block(relative, module)) or (depth == "leaf" and not list(module.children())):
                 yield f"{component}.{relative}", module
 
 

@@ -191,6 +191,9 @@ def _load_folder(
         if (files := component_weight_files(folder, name, allow_pickle))
     }
     kwargs = {_dtype_keyword(): dtypes, "use_safetensors": None if allow_pickle else True}
+    # Components saved as null (SD3 without T5: `text_encoder_3: [null, null]`) are passed as None, as they were
+    # built; diffusers otherwise refuses the folder for missing them.
+    kwargs.update(dict.fromkeys(null_components(folder)))
     loader = DiffusionPipeline.from_pretrained
     pipe = _call_diffusers(label, loader, str(folder), local_files_only=True, **kwargs)
     return pipe, hashes
@@ -212,6 +215,15 @@ def read_model_index(folder: Path) -> dict[str, tuple[str, str]]:
         for name, value in index.items()
         if not name.startswith("_") and isinstance(value, list) and len(value) == 2 and None not in value
     }
+
+
+def null_components(folder: Path) -> list[str]:
+    """Components model_index.json lists as `[null, null]`: saved without one (SD3 without its T5 encoder)."""
+    index = json.loads((folder / "model_index.json").read_text(encoding="utf-8"))
+    return [
+        name for name, value in index.items()
+        if not name.startswith("_") and isinstance(value, list) and len(value) == 2 and value == [None, None]
+    ]
 
 
 def component_weight_files(folder: Path, name: str, allow_pickle: bool) -> list[Path]:

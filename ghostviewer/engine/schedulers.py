@@ -31,6 +31,8 @@ def set_scheduler(pipe: Any, name: str | None) -> str:
     """Install the named scheduler (or keep the current one for None) and return its short name."""
     if not name:
         return scheduler_name(pipe.scheduler)
+    if name.strip() == type(pipe.scheduler).__name__:  # one without a short name (flow matching): as recorded
+        return name.strip()
     key = name.strip().lower()
     by_class = {full.lower(): short for short, full in SCHEDULERS.items()}
     key = by_class.get(key, key)

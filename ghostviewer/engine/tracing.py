@@ -1,6 +1,8 @@
 """The tracer: forward hooks that record per-module statistics and feature maps, phase by phase, step by step.
 
 Hooks only queue device-side stat vectors; `flush()` moves a whole step's worth to the host in one transfer.
+`take()` + `harvest()` split it in two: the runner takes a step's queue on the pipeline's thread (a list swap)
+and turns it into rows on the recorder thread (record_thread.py), off the pipeline's way.
 Hooks are attached inside a context manager and removed in `finally`, so a failed run never leaves one behind.
 """
 
@@ -19,6 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ghostviewer.engine.blocks import Depth, iter_modules, phase_of
+from ghostviewer.engine.families import adapter_for
+from ghostviewer.engine.families.base import token_grid
 from ghostviewer.engine.stats import fingerprint, finish_stats, first_tensor, tensor_stats
 from ghostviewer.record import StatRow
 
@@ -31,17 +35,18 @@ class TraceConfig:
     capture_channels: int = 64
 
 
+# One queued output: (path, phase, step, call, seq, shape, dtype, raw stats, fingerprint). A tuple, not a
+# dataclass: hooks run hundreds of times per step and this is their only allocation.
+_Pending = tuple[str, str, "int | None", int, int, tuple[int, ...], str, "torch.Tensor | list[float]",
+                 "torch.Tensor | int | None"]
+
+
 @dataclass
-class _Pending:
-    path: str
-    phase: str
-    step: int | None
-    call: int
-    seq: int
-    shape: tuple[int, ...]
-    dtype: str
-    stats: torch.Tensor | list[float]
-    fp: torch.Tensor | int | None
+class StepBatch:
+    """What the hooks queued since the last take: raw stats (still on the device) and feature maps."""
+
+    pending: list[_Pending] = field(default_factory=list)
+    feature_maps: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -50,12 +55,17 @@ class StepHarvest:
     feature_maps: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def downsample_feature_map(t: torch.Tensor, size: int, channels: int) -> np.ndarray | None:
+def downsample_feature_map(
+    t: torch.Tensor, size: int, channels: int, grid: tuple[int, int] | None = None
+) -> np.ndarray | None:
     """A small float16 host copy of a module output: (C, H, W) for images, (tokens, dim) for sequences.
+    A token sequence that covers the latent grid (`grid`: (h, w), h·w tokens) becomes a picture (dim, h, w).
 
     The last batch item is kept: with classifier-free guidance it is the prompt-conditioned half.
     """
     x = t.detach()[-1]
+    if x.ndim == 2 and grid is not None and grid[0] * grid[1] == x.shape[0]:
+        x = x.T.reshape(x.shape[1], *grid)
     if x.ndim == 3:
         x = x[:channels].float()
         if max(x.shape[-2:]) > size:
@@ -67,8 +77,14 @@ def downsample_feature_map(t: torch.Tensor, size: int, channels: int) -> np.ndar
     return x.to(torch.float16).cpu().numpy()
 
 
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 class Tracer:
@@ -84,6 +100,8 @@ class Tracer:
         self._phases: dict[str, str] = {}
         self._capture_cache: dict[str, bool] = {}
         self.muted: list[Any] = []  # bypass specs (module, active_at): outputs inside them are not recorded
+        self.adapter = adapter_for(pipe)
+        self.latent_hw: tuple[int, int] | None = None  # the run's latent grid: token sequences are laid over it
 
     @property
     def attached(self) -> bool:
@@ -103,30 +121,21 @@ class Tracer:
             self._capture_cache[path] = self.wants_capture(path)
         return self._capture_cache[path]
 
-    def record(self, path: str, tensor: torch.Tensor, phase: str | None = None) -> None:
+    def record(self, path: str, tensor: torch.Tensor, phase: str | None = None, capture: bool = True) -> None:
         """Queue the stats of one tensor: a module output, or a pipeline-level tensor such as the initial latents."""
         phase = phase or self._phase_of(path)
         step = (self.step or 0) if phase == "denoise" else None
         if self.muted and self._inside_bypass(path, step):
             return
-        call = self._calls.get((path, step), 0)
-        self._calls[(path, step)] = call + 1
-        self._pending.append(
-            _Pending(
-                path,
-                phase,
-                step,
-                call,
-                self._seq,
-                tuple(tensor.shape),
-                str(tensor.dtype).removeprefix("torch."),
-                tensor_stats(tensor),
-                fingerprint(tensor),
-            )
-        )
+        key = (path, step)
+        call = self._calls.get(key, 0)
+        self._calls[key] = call + 1
+        self._pending.append((path, phase, step, call, self._seq, tuple(tensor.shape), _dtype_name(tensor.dtype),
+                              tensor_stats(tensor), fingerprint(tensor)))
         self._seq += 1
-        if self._captured(path):
-            fmap = downsample_feature_map(tensor, self.config.capture_size, self.config.capture_channels)
+        if capture and self._captured(path):
+            grid = token_grid(tensor.shape[1], self.latent_hw) if tensor.ndim == 3 and phase == "denoise" else None
+            fmap = downsample_feature_map(tensor, self.config.capture_size, self.config.capture_channels, grid)
             if fmap is not None:
                 key = path if call == 0 else f"{path}#{call}"
                 self._maps[key] = fmap
@@ -134,7 +143,10 @@ class Tracer:
     def _inside_bypass(self, path: str, step: int | None) -> bool:
         return any(path.startswith(spec.module + ".") and spec.active_at(step) for spec in self.muted)
 
-    def _hook_for(self, path: str):
+    def _hook_for(self, path: str, module: nn.Module):
+        if self.adapter.is_dual_stream(module):
+            return self._dual_stream_hook(path)
+
         def hook(_module: nn.Module, _args: tuple, output: object) -> None:
             tensor = first_tensor(output)
             if tensor is not None:
@@ -142,41 +154,64 @@ class Tracer:
 
         return hook
 
+    def _dual_stream_hook(self, path: str):
+        """SD3/Flux blocks return (text, image): the image stream is the block's row, the text stream `path#text`."""
+        text_path = f"{path}#text"
+
+        def hook(module: nn.Module, _args: tuple, output: object) -> None:
+            image, text = self.adapter.streams(module, output)
+            if image is not None:
+                self.record(path, image)
+            if text is not None:
+                self.record(text_path, text, capture=False)
+
+        return hook
+
     @contextmanager
     def hooks(self) -> Iterator[Tracer]:
         try:
             for path, module in self.modules:
-                self._handles.append(module.register_forward_hook(self._hook_for(path)))
+                self._handles.append(module.register_forward_hook(self._hook_for(path, module)))
             yield self
         finally:
             for handle in self._handles:
                 handle.remove()
             self._handles.clear()
 
-    def flush(self) -> StepHarvest:
-        """Everything queued since the last flush, as host-side rows: at most one device-to-host transfer."""
-        pending, self._pending = self._pending, []
-        maps, self._maps = self._maps, {}
-        on_device = [p.stats for p in pending if isinstance(p.stats, torch.Tensor)]
+    def take(self) -> StepBatch:
+        """What was queued since the last take (the queue starts afresh): cheap, on the pipeline's thread."""
+        batch = StepBatch(self._pending, self._maps)
+        self._pending, self._maps = [], {}
+        return batch
+
+    @staticmethod
+    def harvest(batch: StepBatch) -> StepHarvest:
+        """A batch as host-side rows: at most one device-to-host transfer (any thread)."""
+        pending = batch.pending
+        on_device = [p[7] for p in pending if isinstance(p[7], torch.Tensor)]
         moved = iter(torch.stack([t.to(on_device[0].device) for t in on_device]).cpu().tolist() if on_device else [])
-        fp_on_device = [p.fp for p in pending if isinstance(p.fp, torch.Tensor)]
+        fp_on_device = [p[8] for p in pending if isinstance(p[8], torch.Tensor)]
         fps = iter(torch.stack([t.to(fp_on_device[0].device) for t in fp_on_device]).cpu().tolist()
                    if fp_on_device else [])
         rows = []
-        for p in pending:
-            raw = next(moved) if isinstance(p.stats, torch.Tensor) else p.stats
-            numel = math.prod(p.shape) if p.shape else 1
+        for path, phase, step, call, seq, shape, dtype, stats, fp in pending:
+            raw = next(moved) if isinstance(stats, torch.Tensor) else stats
+            numel = math.prod(shape) if shape else 1
             rows.append(
                 StatRow(
-                    phase=p.phase,
-                    step=p.step,
-                    module=p.path,
-                    call=p.call,
-                    seq=p.seq,
-                    shape=p.shape,
-                    dtype=p.dtype,
+                    phase=phase,
+                    step=step,
+                    module=path,
+                    call=call,
+                    seq=seq,
+                    shape=shape,
+                    dtype=dtype,
                     **finish_stats(raw, numel),
-                    fingerprint=next(fps) if isinstance(p.fp, torch.Tensor) else p.fp,
+                    fingerprint=next(fps) if isinstance(fp, torch.Tensor) else fp,
                 )
             )
-        return StepHarvest(rows, maps)
+        return StepHarvest(rows, batch.feature_maps)
+
+    def flush(self) -> StepHarvest:
+        """Everything queued since the last flush, as host-side rows: at most one device-to-host transfer."""
+        return self.harvest(self.take())

@@ -8,8 +8,13 @@ the last batch item (the prompt-conditioned half under classifier-free guidance)
 - `attn_entropy/<path>`: self-attention entropy in nats, averaged over heads and queries, `(1,)` float32
   (uniform attention over n keys gives log n).
 
-Only modules running a plain processor are swapped; a custom one (a fault preset, IP-Adapter, LoRA...) is left
-in place and noted, so capturing never changes what a run computes.
+Joint attention (SD3's `JointAttnProcessor2_0`, Flux's `FluxAttnProcessor`, also on Flux's own `FluxAttention`
+modules) is observed instead: the original processor still computes the output, and the family adapter
+recomputes the image queries' scores over [image, text] keys, head by head, for `attn/<path>` (image queries →
+text keys) and `attn_entropy/<path>` (over all keys).
+
+Only modules running a plain or joint processor are swapped; a custom one (a fault preset, IP-Adapter, LoRA...)
+is left in place and noted, so capturing never changes what a run computes.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from diffusers.models import attention_processor as ap
 from torch import nn
 
 from ghostviewer.engine.blocks import pipeline_components
+from ghostviewer.engine.families import adapter_for
+from ghostviewer.engine.families.base import FamilyAdapter
 from ghostviewer.engine.interventions.base import RunContext
 
 DENOISER_PATTERNS = ("unet.*", "transformer.*", "prior.*")
@@ -145,12 +152,57 @@ class RecordingAttnProcessor:
         last = probs.detach().view(-1, heads, *probs.shape[1:])[-1].float()  # (heads, queries, keys)
         if is_cross:
             mean = last.mean(0)[:, : self.capture.config.max_tokens]  # (queries, tokens)
-            h, w = _grid(mean.shape[0], self.capture.latent_hw.get(self.component))
-            value = mean.T.reshape(-1, h, w).to(torch.float16).cpu()
-            self.capture.store(f"attn/{self.path}", value)
+            self.capture.store_map(self.path, self.component, mean)
         else:
             entropy = torch.special.entr(last).sum(-1).mean()
             self.capture.store(f"attn_entropy/{self.path}", entropy.reshape(1).cpu())
+
+
+class JointRecordingProcessor:
+    """Observes joint attention (SD3, Flux); the original processor still computes the output, unchanged."""
+
+    def __init__(
+        self, capture: AttentionCapture, path: str, component: str, original: Any, adapter: FamilyAdapter
+    ) -> None:
+        self.capture, self.path, self.component = capture, path, component
+        self.original, self.adapter = original, adapter
+
+    def __call__(
+        self,
+        attn: nn.Module,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        image_rotary_emb: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        rope = {"image_rotary_emb": image_rotary_emb} if image_rotary_emb is not None else {}
+        out = self.original(
+            attn, hidden_states, encoder_hidden_states=encoder_hidden_states, attention_mask=attention_mask,
+            **rope, **kwargs,
+        )
+        self._observe(attn, hidden_states, encoder_hidden_states, image_rotary_emb)
+        return out
+
+    @torch.no_grad()
+    def _observe(self, attn: nn.Module, hidden: torch.Tensor, encoder: torch.Tensor | None, rope: Any) -> None:
+        text_len = self.capture.text_len.get(self.component)
+        qk = self.adapter.joint_attention_qk(attn, hidden, encoder, rope, text_len)
+        if qk is None:
+            return
+        query, key, text = qk
+        scale = query.shape[-1] ** -0.5
+        heads = query.shape[0]
+        maps, entropy = None, torch.zeros((), device=query.device)
+        for head in range(heads):  # one head at a time: a Flux head's probabilities are ~75 MB at 1024 px
+            probs = (query[head].float() @ key[head].float().T * scale).softmax(-1)  # (image queries, keys)
+            entropy += torch.special.entr(probs).sum(-1).mean() / heads
+            if text.stop > text.start:
+                part = probs[:, text][:, : self.capture.config.max_tokens] / heads
+                maps = part if maps is None else maps + part
+        self.capture.store(f"attn_entropy/{self.path}", entropy.reshape(1).cpu())
+        if maps is not None:
+            self.capture.store_map(self.path, self.component, maps)
 
 
 class AttentionCapture:
@@ -159,6 +211,8 @@ class AttentionCapture:
     def __init__(self, config: AttentionCaptureConfig) -> None:
         self.config = config
         self.latent_hw: dict[str, tuple[int, int]] = {}  # component -> spatial size of its latest input
+        self.fallback_hw: tuple[int, int] | None = None  # the run's latent grid, for packed inputs (Flux)
+        self.text_len: dict[str, int] = {}  # component -> text tokens of its latest input (Flux single blocks)
         self._restore: list[tuple[ap.Attention, Any]] = []  # (module, its original processor)
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._captured: dict[str, list[torch.Tensor]] = {}
@@ -167,19 +221,29 @@ class AttentionCapture:
     def paths(self) -> list[str]:
         """Module paths whose processor this capture swapped."""
         return [
-            module.processor.path for module, _ in self._restore if isinstance(module.processor, RecordingAttnProcessor)
+            module.processor.path
+            for module, _ in self._restore
+            if isinstance(module.processor, (RecordingAttnProcessor, JointRecordingProcessor))
         ]
 
     def apply(self, ctx: RunContext) -> None:
         skipped: list[str] = []
+        adapter = adapter_for(ctx.pipe)
         try:
             for component, root in pipeline_components(ctx.pipe).items():
                 swapped = 0
                 for relative, module in root.named_modules():
                     path = f"{component}.{relative}"
-                    if not isinstance(module, ap.Attention) or not _matches(path, self.config.patterns):
+                    original = getattr(module, "processor", None)
+                    if original is None or not _matches(path, self.config.patterns):
                         continue
-                    original = module.processor
+                    if type(original).__name__ in adapter.joint_processor_kinds and hasattr(module, "set_processor"):
+                        self._restore.append((module, original))
+                        module.set_processor(JointRecordingProcessor(self, path, component, original, adapter))
+                        swapped += 1
+                        continue
+                    if not isinstance(module, ap.Attention):
+                        continue
                     if type(original) not in _PLAIN:  # exact types: a subclass may compute something else
                         skipped.append(f"{path} ({type(original).__name__})")
                         continue
@@ -197,6 +261,9 @@ class AttentionCapture:
 
     def _pre_hook(self, component: str) -> Any:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            text = kwargs.get("encoder_hidden_states")
+            if isinstance(text, torch.Tensor) and text.ndim == 3:
+                self.text_len[component] = int(text.shape[1])
             for value in (*args, *kwargs.values()):
                 if isinstance(value, torch.Tensor) and value.ndim == 4:
                     self.latent_hw[component] = (int(value.shape[-2]), int(value.shape[-1]))
@@ -206,6 +273,11 @@ class AttentionCapture:
 
     def store(self, key: str, value: torch.Tensor) -> None:
         self._captured.setdefault(key, []).append(value)
+
+    def store_map(self, path: str, component: str, mean: torch.Tensor) -> None:
+        """(queries, tokens) probabilities → `attn/<path>`: one (h, w) map per token over the latent grid."""
+        h, w = _grid(mean.shape[0], self.latent_hw.get(component, self.fallback_hw))
+        self.store(f"attn/{path}", mean.T.reshape(-1, h, w).to(torch.float16).cpu())
 
     def harvest(self) -> dict[str, np.ndarray]:
         """What was captured since the last harvest, averaged over calls; clears it. Call once per step."""

@@ -6,7 +6,8 @@ and the first resnet of a wider level) gets the documented substitute "zero resi
 path runs, `conv_shortcut(input) / output_scale_factor`, as if its residual branch had output zeros. Other
 blocks (whole down/up blocks, samplers, convolutions) are refused with a message naming bypassable ones inside.
 The block still runs and its output is replaced, so the module's return convention (tensor, tuple, output
-dataclass) is kept whatever it is.
+dataclass) is kept whatever it is. Dual-stream blocks (SD3, Flux: `(encoder_hidden, hidden)`) pass both streams
+through, as SD3's own `skip_layers` does; the family adapter knows which is which.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch import nn
 from ghostviewer.analysis.bypass_spec import BypassSpec, BypassSpecError
 from ghostviewer.engine.blocks import bypass_mode, is_bypassable, resolve_module
 from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.interventions.base import RunContext
 
 
@@ -82,10 +84,14 @@ class Bypass:
         module = self.check(ctx.pipe)
         config = self.config
         zero_residual = bypass_mode(module) == "zero_residual"
+        adapter = adapter_for(ctx.pipe)
 
         def hook(block: nn.Module, args: tuple, kwargs: dict, output: object) -> object:
             if not config.active_at(ctx.current_step()):
                 return output
+            both = adapter.bypass_output(block, args, kwargs, output)
+            if both is not NotImplemented:
+                return both
             source = _main_input(args, kwargs)
             if source is None:
                 return output

@@ -1,7 +1,9 @@
 """Probes on the pipeline itself: the initial latents (`pipeline.prepare_latents`) and every scheduler step.
 
 They record the tensors that live between modules — where a NaN from a bad seed or a scheduler appears — and
-hand the step's predicted x0 to the runner. Applied last, so they observe what other interventions changed.
+hand the step's predicted x0 to the runner (the family adapter's: the scheduler's own, else x0 = x_t − σ·v for
+flow matching, else from alphas_cumprod). Applied last, so they observe what other interventions changed.
+For pipelines without `callback_on_step_end` (PixArt), `on_step` is called after each scheduler step instead.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 
 import torch
 
+from ghostviewer.engine.families import adapter_for
+from ghostviewer.engine.families.base import alphas_x0
 from ghostviewer.engine.interventions.base import AttributePatch, RunContext
 
 
@@ -18,28 +22,21 @@ def _x0_from_model_output(
     scheduler: Any, model_output: torch.Tensor, timestep: Any, sample: torch.Tensor
 ) -> torch.Tensor | None:
     """Predicted clean latents for schedulers that do not return them (DDPM-style alphas_cumprod schedules)."""
-    alphas = getattr(scheduler, "alphas_cumprod", None)
-    if alphas is None:
-        return None
-    t = int(timestep.item() if isinstance(timestep, torch.Tensor) else timestep)
-    alpha = alphas[t].to(sample.device, sample.dtype)
-    beta = 1 - alpha
-    kind = scheduler.config.get("prediction_type", "epsilon")
-    if kind == "epsilon":
-        return (sample - beta.sqrt() * model_output) / alpha.sqrt()
-    if kind == "v_prediction":
-        return alpha.sqrt() * sample - beta.sqrt() * model_output
-    if kind == "sample":
-        return model_output
-    return None
+    return alphas_x0(scheduler, model_output, timestep, sample)
 
 
 class PipelineProbes:
     name = "probes"
 
-    def __init__(self, on_x0: Callable[[torch.Tensor], None], on_initial: Callable[[torch.Tensor], None]) -> None:
+    def __init__(
+        self,
+        on_x0: Callable[[torch.Tensor], None],
+        on_initial: Callable[[torch.Tensor], None],
+        on_step: Callable[[Any, torch.Tensor], None] | None = None,
+    ) -> None:
         self._on_x0 = on_x0
         self._on_initial = on_initial
+        self._on_step = on_step  # (timestep, latents after the step): the step-callback fallback
         self._patches: list[AttributePatch] = []
 
     def apply(self, ctx: RunContext) -> None:
@@ -47,6 +44,7 @@ class PipelineProbes:
         prepare_latents = pipe.prepare_latents
         scheduler = pipe.scheduler
         step = scheduler.step
+        adapter = adapter_for(pipe)
 
         def probed_prepare_latents(*args: Any, **kwargs: Any) -> Any:
             latents = prepare_latents(*args, **kwargs)
@@ -60,15 +58,13 @@ class PipelineProbes:
         ) -> Any:
             ctx.record_tensor("pipeline.noise_pred", model_output, phase="denoise")
             out = step(model_output, timestep, sample, *args, **kwargs)
-            x0 = getattr(out, "pred_original_sample", None)
-            if x0 is None and isinstance(out, tuple) and len(out) > 1 and isinstance(out[1], torch.Tensor):
-                x0 = out[1]
-            if x0 is None:
-                x0 = _x0_from_model_output(scheduler, model_output, timestep, sample)
+            x0 = adapter.x0(scheduler, model_output, timestep, sample, out)
             prev = out[0] if isinstance(out, tuple) else out.prev_sample
             ctx.record_tensor("scheduler.step", prev, phase="denoise")
             if x0 is not None:
                 self._on_x0(x0)
+            if self._on_step is not None:
+                self._on_step(timestep, prev)
             return out
 
         self._patches = [
