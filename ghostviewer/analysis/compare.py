@@ -191,3 +191,35 @@ def describe_divergence(divergence: dict[str, Any]) -> str:
     where = divergence.get("phase") if step is None else f"{divergence.get('phase')} step {step}"
     return f"{head} at {where}"
 
+
+Column = tuple[str, int | None]  # (phase, step): ("encode", None), ("denoise", 0), …, ("decode", None)
+_PHASE_RANK = {"encode": 0, "denoise": 1, "decode": 2}
+
+
+def delta_grid(
+    rows_a: list[StatRow], rows_b: list[StatRow], stat: str = "std"
+) -> tuple[list[str], list[Column], np.ndarray, np.ndarray]:
+    """Module × (phase, step) grid of how much two runs differ: (modules, columns, values, differs).
+
+    modules: rows, in run A's execution order (then B's extra ones); columns: encode, the denoise steps, decode
+    (only those recorded). values: the largest relative delta of `stat` over the cell's calls (relative_delta:
+    0 equal, inf when exactly one side is non-finite), NaN where either run lacks the output. differs: True
+    where the outputs are not the same (rows_differ: shape, dtype, fingerprint or any statistic), so a cell
+    can differ bit for bit while its `stat` is equal."""
+    by_key = {_key(r): r for r in rows_b}
+    modules = list(dict.fromkeys([r.module for r in rows_a] + [r.module for r in rows_b]))
+    columns = sorted({(r.phase, r.step) for r in [*rows_a, *rows_b]},
+                     key=lambda c: (_PHASE_RANK.get(c[0], 3), -1 if c[1] is None else c[1]))
+    row_of = {m: i for i, m in enumerate(modules)}
+    col_of = {c: j for j, c in enumerate(columns)}
+    values = np.full((len(modules), len(columns)), np.nan)
+    differs = np.zeros(values.shape, bool)
+    for row in rows_a:
+        other = by_key.get(_key(row))
+        if other is None:
+            continue
+        i, j = row_of[row.module], col_of[(row.phase, row.step)]
+        delta = relative_delta(float(getattr(row, stat)), float(getattr(other, stat)))
+        values[i, j] = delta if np.isnan(values[i, j]) else max(values[i, j], delta)
+        differs[i, j] |= rows_differ(row, other) is not None
+    return modules, columns, values, differs
