@@ -1,7 +1,9 @@
-"""`python -m ghostviewer` is the `ghostviewer` command."""
+"""`python -m ghostviewer` is the `ghostviewer` command; it is also the packaged app's entry (packaging/), whose
+engine process is the same executable run with `--engine-server`."""
 
 import sys
 
-from ghostviewer.cli import main
+from ghostviewer.cli import entry_point
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(entry_point(sys.argv[1:])())

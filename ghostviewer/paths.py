@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from platformdirs import user_data_dir, user_log_dir
@@ -18,3 +19,9 @@ def log_dir() -> Path:
     path = Path(os.environ.get("GHOSTVIEWER_LOG_DIR") or user_log_dir("ghostviewer", appauthor=False))
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def resources_dir() -> Path:
+    """The project's resources/ folder: beside the package in a checkout, inside the bundle in a frozen app."""
+    bundle = getattr(sys, "_MEIPASS", None)  # set by PyInstaller (packaging/ghostviewer.spec puts resources/ there)
+    return (Path(bundle) if bundle else Path(__file__).resolve().parents[1]).resolve() / "resources"
