@@ -14,6 +14,7 @@ from safetensors.numpy import load_file
 
 from . import schema
 from .errors import RecordError
+from .lock import live_status
 from .types import Event, StatRow, StepInfo
 
 SERIES_STATS = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "fp16_headroom")
@@ -137,13 +138,13 @@ class RunRecord:
     # -- meta ---------------------------------------------------------------------------------------
     @property
     def status(self) -> str:
-        """'running' (still being written, or killed before it finished), 'done', 'failed' or 'cancelled'."""
-        return str(self._meta_value("status") or "running")
+        """'running' (being written), 'done', 'failed', 'cancelled' or 'interrupted' (its writer died)."""
+        return live_status(self.path, self._meta_value("status"), lambda: self._meta_value("status"))
 
     @property
     def complete(self) -> bool:
         """True when the writer finished the run (whatever its status); False while running or if killed."""
-        return self.status != "running"
+        return self.status not in ("running", "interrupted")
 
     @property
     def created_at(self) -> str | None:
@@ -330,7 +331,7 @@ class RunRecord:
             "image": None if image is None else str(image),
             "elapsed_s": meta.get("elapsed_s"),
             "run_id": self.run_id,
-            "status": meta.get("status") or "running",
+            "status": live_status(self.path, meta.get("status"), lambda: self._meta_value("status")),
         }
 
     def __repr__(self) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from . import schema
 from . import study_schema as sschema
 from .errors import RecordError
+from .lock import live_status
 from .types import Event
 
 
@@ -99,9 +100,8 @@ class StudyRecord:
         return _loads(rows[0][0]) if rows else None
 
     def _status(self, stored: Any) -> str:
-        # The one place a study's status is decided: the reliability work adds 'interrupted' here
-        # (a 'running' study whose writer is gone) without touching the callers.
-        return str(stored or "running")
+        # The one place a study's status is decided: 'running' whose writer is gone reads 'interrupted'.
+        return live_status(self.path, stored, lambda: self._meta_value("status"))
 
     def _run_dir(self, stored: str) -> Path:
         target = Path(stored)
@@ -114,7 +114,7 @@ class StudyRecord:
     # -- meta ------------------------------------------------------------------------------------------
     @property
     def status(self) -> str:
-        """'running' (still being written, or killed before it finished), 'done', 'failed' or 'cancelled'."""
+        """'running' (being written), 'done', 'failed', 'cancelled' or 'interrupted' (its writer died)."""
         return self._status(self._meta_value("status"))
 
     @property

@@ -17,6 +17,7 @@ from typing import Any
 from . import schema
 from . import study_schema as sschema
 from .errors import RecordError
+from .lock import WriterLock
 from .study_reader import StudyRecord
 from .writer import _check_name
 
@@ -41,10 +42,11 @@ def _label(verdict: Any) -> str | None:
 class StudyWriter:
     """Writes `runs_dir/<study_id>/`: study.sqlite (WAL) and runs/, the folder for the study's own child runs."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, study_id: str) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, study_id: str, lock: WriterLock | None = None) -> None:
         self.path = path
         self.study_id = study_id
         self._conn: sqlite3.Connection | None = conn
+        self._lock = lock  # held while this writer lives: readers tell 'running' from 'interrupted' by it
 
     @property
     def runs_dir(self) -> Path:
@@ -69,6 +71,7 @@ class StudyWriter:
         except OSError as exc:
             raise RecordError(f"cannot create runs folder {runs_dir}: {exc.strerror or exc}") from exc
         path = cls._make_folder(runs_dir, kind, study_id)
+        lock = WriterLock.acquire(path, "study")
         try:
             conn = _connect(path / sschema.STUDY_DB_NAME)
             sschema.create_tables(conn)
@@ -91,7 +94,7 @@ class StudyWriter:
         except sqlite3.Error as exc:
             raise RecordError(f"cannot create study database in {path}: {exc}") from exc
         (path / sschema.RUNS_FOLDER).mkdir(exist_ok=True)
-        return cls(path, conn, path.name)
+        return cls(path, conn, path.name, lock)
 
     @staticmethod
     def _make_folder(runs_dir: Path, kind: str, study_id: str | None) -> Path:
@@ -119,16 +122,19 @@ class StudyWriter:
         """
         # Reading first validates the folder (schema, tables) without writing anything to a foreign file.
         record = StudyRecord(path)
-        if record.status == "done" and not force:
+        previous = record.status  # read before the lock is ours: 'interrupted' when its writer died
+        lock = WriterLock.acquire(record.path, "study")  # refused while another process writes it
+        if previous == "done" and not force:
+            lock.release()
             raise RecordError(f"study {record.study_id} is already done (resume with force to add to it)")
         try:
             conn = _connect(record.path / sschema.STUDY_DB_NAME)
             sschema.create_tables(conn)
             sschema.migrate(conn)
             conn.commit()
-            writer = cls(record.path, conn, record.study_id)
+            writer = cls(record.path, conn, record.study_id, lock)
             writer._set_meta(status="running", error=None)
-            writer.event("resumed", f"resumed with {len(writer.done_keys())} runs recorded", previous=record.status)
+            writer.event("resumed", f"resumed with {len(writer.done_keys())} runs recorded", previous=previous)
         except sqlite3.Error as exc:
             raise RecordError(f"cannot reopen study database in {record.path}: {exc}") from exc
         writer.runs_dir.mkdir(exist_ok=True)
@@ -233,12 +239,16 @@ class StudyWriter:
             pass  # a reader holds the database; it stays in WAL mode, which readers handle too
         conn.close()
         self._conn = None
+        if self._lock is not None:
+            self._lock.release()
 
     def close(self) -> None:
-        """Close without finishing (the study reads 'running' and can be resumed)."""
+        """Close without finishing (the study reads 'interrupted' and can be resumed)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._lock is not None:
+            self._lock.release()
 
     # -- context manager ---------------------------------------------------------------------------------
     def __enter__(self) -> StudyWriter:

@@ -20,6 +20,7 @@ from safetensors.numpy import save_file
 
 from . import schema
 from .errors import RecordError
+from .lock import WriterLock
 from .types import StatRow, StepInfo
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -58,10 +59,11 @@ def to_uint8_image(image: np.ndarray) -> np.ndarray:
 class RunWriter:
     """Writes `runs_dir/<run_id>/`: run.sqlite (WAL), tensors/*.safetensors, images/*.png."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, run_id: str) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, run_id: str, lock: WriterLock | None = None) -> None:
         self.path = path
         self.run_id = run_id
         self._conn: sqlite3.Connection | None = conn
+        self._lock = lock  # held while this writer lives: readers tell 'running' from 'interrupted' by it
         self._t0 = time.monotonic()
         self._fts = (
             conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (schema.FTS_TABLE,)).fetchone()
@@ -79,6 +81,7 @@ class RunWriter:
         except OSError as exc:
             raise RecordError(f"cannot create runs folder {runs_dir}: {exc.strerror or exc}") from exc
         path = cls._make_folder(runs_dir, run_id)
+        lock = WriterLock.acquire(path, "run")  # before the database: no reader ever sees a run without it
         try:
             conn = sqlite3.connect(path / schema.DB_NAME, timeout=5.0)
             conn.execute("PRAGMA journal_mode=WAL")
@@ -105,7 +108,7 @@ class RunWriter:
             raise RecordError(f"cannot create run database in {path}: {exc}") from exc
         (path / "tensors").mkdir(exist_ok=True)
         (path / "images").mkdir(exist_ok=True)
-        return cls(path, conn, path.name)
+        return cls(path, conn, path.name, lock)
 
     @staticmethod
     def _make_folder(runs_dir: Path, run_id: str | None) -> Path:
@@ -267,6 +270,8 @@ class RunWriter:
             pass  # a reader holds the database; it stays in WAL mode, which readers handle too
         conn.close()
         self._conn = None
+        if self._lock is not None:
+            self._lock.release()  # after the final status is committed: a reader never sees a gap
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0

@@ -39,7 +39,7 @@ def test_sigkill_mid_run_keeps_committed_steps(runs_dir: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     record = RunRecord(next(runs_dir.iterdir()))
-    assert record.status == "running" and not record.complete
+    assert record.status == "interrupted" and not record.complete
     steps = [s.index for s in record.steps()]
     assert len(steps) >= 5 and steps == list(range(len(steps))) and len(steps) < 400
     for index in steps:

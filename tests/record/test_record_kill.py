@@ -63,7 +63,7 @@ def test_sigkill_leaves_committed_steps(tmp_path: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
 
     record = RunRecord(tmp_path / "victim")
-    assert record.status == "running" and record.complete is False
+    assert record.status == "interrupted" and record.complete is False
     assert record.error is None and record.elapsed_s is None
     indices = [s.index for s in record.steps()]
     assert indices[: last + 1] == list(range(last + 1))  # every printed step (maybe one more) is there

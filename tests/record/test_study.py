@@ -130,7 +130,7 @@ def test_resume_skips_done_keys_and_continues_positions(tmp_path: Path) -> None:
         writer.add_run(_child(writer.runs_dir, i)["run_dir"], key, summary={"status": "done"})
         writer.set_progress(i + 1)
     writer.close()  # the process stops here without finishing
-    assert StudyRecord(writer.path).status == "running"
+    assert StudyRecord(writer.path).status == "interrupted"
 
     resumed = StudyWriter.resume(writer.path)
     assert resumed.done_keys() == {canonical_key(k) for k in keys[:2]}
@@ -162,7 +162,7 @@ def test_dropped_writer_and_context_manager(tmp_path: Path) -> None:
     del writer
     gc.collect()
     record = StudyRecord(path)
-    assert record.status == "running" and not record.complete
+    assert record.status == "interrupted" and not record.complete  # a dropped writer is a writer gone
     assert [r.position for r in record.runs()] == [0, 1, 2]
     assert all(r.run_dir.is_dir() for r in record.runs())
 
@@ -211,7 +211,7 @@ def test_sigkill_keeps_every_committed_child(tmp_path: Path) -> None:
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     record = StudyRecord(tmp_path / "victim")
-    assert record.status == "running" and record.error is None
+    assert record.status == "interrupted" and record.error is None
     positions = [r.position for r in record.runs()]
     assert positions[: last + 1] == list(range(last + 1)) and positions == list(range(len(positions)))
     assert record.progress["done"] >= last + 1 and record.progress["total"] == 1000
