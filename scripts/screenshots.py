@@ -1,8 +1,15 @@
-"""README screenshots of the real window on real demo runs: resources/readme/gui-main.png, gui-ghost.png and
-gui-inside.png (block tree, stats heat map and feature maps on a ghost-lab fault), gui-attention.png,
-gui-embeddings.png (prompt embeddings and the run's event log).
+"""README screenshots of the real window at 1366×768 on real demo runs, one per main view, in resources/readme/:
 
-Run under a real X server (Xvfb) so fonts and styles are the ones users see:
+- gui-welcome.png    the first-run welcome over the window (the guided hunt);
+- gui-main.png       a healthy run: latents, previews, predicted x0, a VAE decode, the final image, the plot;
+- gui-ghost.png      the nan-latents ghost after Ctrl+J: NaN from pipeline.prepare_latents at step 0;
+- gui-vae.png        fp16-vae-overflow in float32: "ok · overflow", the heat map's dec column outlined;
+- gui-inside.png     the short-prompt ghost: Blocks with its culprit marked and bypassed, heat map, feature maps;
+- gui-attention.png  cross-attention per prompt token over the run;
+- gui-embeddings.png prompt embeddings in 2-D and the run's searchable event log.
+
+Each PNG is kept under 250 KB (a 256-colour palette when needed). Run under a real X server (Xvfb) so fonts
+and styles are the ones users see:
     apt-get install -y xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
     python scripts/screenshots.py            # starts Xvfb :99 itself when DISPLAY is unset
 Runs go to a temporary folder; your runs and settings are not touched.
@@ -20,11 +27,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "resources" / "readme"
-SIZE = (1400, 900)
+SIZE = (1366, 768)
+MAX_BYTES = 250_000
 
 
 def ensure_display() -> subprocess.Popen | None:
@@ -50,14 +58,38 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> No
         time.sleep(0.01)
 
 
-def settle(seconds: float = 0.5) -> None:
-    """Let the window process events (repaints, queued refreshes) for a moment."""
+def settle(window, seconds: float = 0.6) -> None:  # noqa: ANN001
+    """Let the window finish its background reads and process events (repaints, queued refreshes)."""
     from PySide6.QtWidgets import QApplication
 
+    wait_until(lambda: window.state.step_data.idle and not window.heatmap.loading
+               and not window.step_images.final_loading, 30, "the views to settle")
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         QApplication.processEvents()
         time.sleep(0.01)
+
+
+def save(image, path: Path) -> None:  # noqa: ANN001 - QImage or QPixmap
+    """PNG, optimised; a 256-colour palette when the full-colour file would be too big for the README."""
+    from PIL import Image
+
+    image.save(str(path))
+    if path.stat().st_size > MAX_BYTES:
+        with Image.open(path) as full:
+            small = full.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                                                 dither=Image.Dither.NONE)
+        small.save(path, optimize=True)
+    print(f"wrote {path} ({path.stat().st_size // 1000} KB)")
+
+
+def shoot(window, path: Path) -> None:  # noqa: ANN001
+    settle(window)
+    save(window.grab(), path)
+
+
+def docks(window) -> dict:  # noqa: ANN001
+    return {d.windowTitle(): d for d in window.docks}
 
 
 def run_and_wait(window, **prompt) -> object:  # noqa: ANN001
@@ -68,58 +100,105 @@ def run_and_wait(window, **prompt) -> object:  # noqa: ANN001
     return job
 
 
+def welcome_shot(window, path: Path) -> None:  # noqa: ANN001
+    """The welcome dialog where it opens over the window (composited: grab() draws one window at a time)."""
+    from PySide6.QtGui import QPainter
+
+    from ghostviewer.gui.welcome import show_welcome
+
+    dialog = show_welcome(window)
+    dialog.move(window.geometry().center() - dialog.rect().center())
+    settle(window)
+    canvas = window.grab()
+    painter = QPainter(canvas)
+    painter.drawPixmap(dialog.geometry().topLeft() - window.geometry().topLeft(), dialog.grab())
+    painter.end()
+    save(canvas, path)
+    dialog.close()
+
+
+def main_shot(window, path: Path) -> None:  # noqa: ANN001
+    state = window.state
+    run_and_wait(window, prompt="a yellow star on a purple background", seed=3, seed_locked=True, steps=20)
+    run_and_wait(window, prompt="a green square on a white background", seed=11, steps=20)
+    run_and_wait(window, prompt="a red circle on a blue background", seed=7, steps=20)
+    state.timeline.set_step(12)
+    state.controller.decode_step()
+    wait_until(lambda: window.step_images.items["VAE decode"].image is not None, 60, "the decode")
+    state.timeline.set_step(12)
+    shoot(window, path)
+
+
+def ghost_shot(window, path: Path) -> None:  # noqa: ANN001
+    """nan-latents (seeds ending in 7): the run, then Ctrl+J."""
+    run_and_wait(window, prompt="a blue triangle on a yellow background", seed=17, steps=20, fault="nan-latents")
+    window.heatmap.stat.setCurrentText("nan_count")
+    settle(window)
+    window.actions.jump_anomaly.trigger()
+    window.state.timeline.set_step(1)
+    shoot(window, path)
+
+
+def vae_shot(window, path: Path) -> None:  # noqa: ANN001
+    """A VAE fault: the image passes in float32 but the decoder overflows float16 — the dec column says so."""
+    run_and_wait(window, prompt="a red circle on a blue background", seed=1, steps=10, fault="fp16-vae-overflow")
+    window.heatmap.stat.setCurrentText("fp16_headroom")
+    settle(window)
+    window.actions.jump_anomaly.trigger()
+    shoot(window, path)
+
+
 def inside_shot(window, path: Path) -> None:  # noqa: ANN001
-    """A short prompt trips the fault in unet.down_blocks.1.attentions.0: capture it, run, jump to it."""
+    """A short prompt trips unet.down_blocks.1.attentions.0: capture, run, Ctrl+J, then its bypass ticked."""
     state = window.state
     suspect = "unet.down_blocks.1.attentions.0"
     wait_until(lambda: state.blocks.block(suspect) is not None, 60, "the block list")
     state.blocks.set_capture(suspect, True)
     state.blocks.set_capture("unet.down_blocks.1.resnets.0", True)
-    state.prompt.update(fault="short-prompt-attention")
-    run_and_wait(window, prompt="red circle", seed=7, steps=20)
-    state.prompt.update(fault="")
-    docks = {d.windowTitle(): d for d in window.docks}
-    for name in ("Pipeline", "Prompt", "Run queue"):  # make room: feature maps on the left
-        docks[name].hide()
-    window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, docks["Feature maps"])
-    docks["Blocks"].raise_()
-    docks["Heat map"].raise_()
-    window.resizeDocks([docks["Feature maps"], docks["Heat map"]], [400, 560], Qt.Orientation.Horizontal)
-    window.resizeDocks([docks["Blocks"], docks["Heat map"]], [250, 560], Qt.Orientation.Vertical)
-    window.state.controller.jump_to_first_anomaly()
+    run_and_wait(window, prompt="red circle", seed=7, steps=20, fault="short-prompt-attention")
+    d = docks(window)
+    for name in ("Pipeline", "Run queue"):  # room for the feature maps on the left, the prompt stays
+        d[name].hide()
+    window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, d["Feature maps"])
+    window.splitDockWidget(d["Prompt"], d["Feature maps"], Qt.Orientation.Vertical)
+    d["Blocks"].raise_()
+    d["Heat map"].raise_()
+    window.resizeDocks([d["Prompt"], d["Feature maps"]], [300, 400], Qt.Orientation.Vertical)
+    window.resizeDocks([d["Blocks"], d["Heat map"]], [300, 400], Qt.Orientation.Vertical)
+    settle(window)
+    window.actions.jump_anomaly.trigger()
+    state.blocks.set_bypass(suspect, True)  # the Run button now says so
     state.blocks.select("unet.down_blocks.1.resnets.0")  # the healthy block just before the ghost
-    settle(1.0)
-    window.grab().save(str(path))
-    print(f"wrote {path}")
+    shoot(window, path)
+    state.blocks.clear_ticks()
+    state.prompt.update(fault="")
+    window.reset_layout()
 
 
 def attention_shot(window, path: Path) -> None:  # noqa: ANN001
     """A healthy run with attention capture: each prompt token's cross-attention over the run."""
     state = window.state
-    docks = {d.windowTitle(): d for d in window.docks}
-    state.blocks.clear_ticks()
+    d = docks(window)
     state.blocks.set_capture_attention(True)
     run_and_wait(window, prompt="a red circle on a blue background", seed=7, steps=20)
     state.blocks.set_capture_attention(False)
-    window.tabifyDockWidget(docks["Feature maps"], docks["Attention"])
-    docks["Attention"].raise_()
+    d["Runs history"].hide()  # the attention maps get the whole right column
+    d["Blocks"].hide()
+    d["Attention"].raise_()
     window.attention.whole_run.setChecked(True)
     state.timeline.set_step(state.timeline.count - 1)
-    settle(1.0)
-    window.grab().save(str(path))
-    print(f"wrote {path}")
+    shoot(window, path)
 
 
 def embeddings_shot(window, path: Path) -> None:  # noqa: ANN001
-    """The last run's prompt tokens in 2-D (final hidden states) and its event log next to the app log."""
-    docks = {d.windowTitle(): d for d in window.docks}
-    window.tabifyDockWidget(docks["Attention"], docks["Embeddings"])
-    docks["Embeddings"].raise_()
-    docks["Run events"].raise_()
+    """The last run's prompt tokens in 2-D (final hidden states) and its event log."""
+    d = docks(window)
+    d["Embeddings"].raise_()
+    d["Run events"].raise_()
+    window.resizeDocks([d["Run events"]], [260], Qt.Orientation.Vertical)
     window.embeddings.source.setCurrentText("final hidden states")
-    settle(1.0)
-    window.grab().save(str(path))
-    print(f"wrote {path}")
+    shoot(window, path)
+    window.reset_layout()
 
 
 def main() -> int:
@@ -136,34 +215,23 @@ def main() -> int:
         app = application()
         window = create_window(AppSettings(tmp / "settings.ini"), dialogs=False)
         window.resize(*SIZE)
+        window.move(QPoint(0, 0))
         window.show()
         window.state.controller.start_engine()
         wait_until(lambda: window.state.pipeline.status == "loaded", 180, "the demo pipeline to load")
-        run_and_wait(window, prompt="a yellow star on a purple background", seed=3, seed_locked=True, steps=20)
-        run_and_wait(window, prompt="a green square on a white background", seed=11, steps=20)
-        job = run_and_wait(window, prompt="a red circle on a blue background", seed=7, steps=20)
-        window.state.timeline.set_step(12)
-        window.state.controller.decode_step()
-        wait_until(lambda: window.step_images.items["VAE decode"].image is not None, 60, "the decode")
-        window.state.timeline.set_step(12)
-        settle()
         args.out.mkdir(parents=True, exist_ok=True)
-        window.grab().save(str(args.out / "gui-main.png"))
-        print(f"wrote {args.out / 'gui-main.png'} (run {job.run_dir})")
-        faults = [f["name"] for f in window.state.pipeline.faults]
+        welcome_shot(window, args.out / "gui-welcome.png")
+        main_shot(window, args.out / "gui-main.png")
+        faults = {f["name"] for f in window.state.pipeline.faults}
         if "nan-latents" in faults:
-            window.state.prompt.update(fault="nan-latents")  # poisons seeds ending in 7
-            run_and_wait(window, prompt="a blue triangle on a yellow background", seed=17, steps=20)
-            window.state.prompt.update(fault="")
-            window.state.selection.set_stat("nan_count")
-            window.state.timeline.set_step(1)
-            settle()
-            window.grab().save(str(args.out / "gui-ghost.png"))
-            print(f"wrote {args.out / 'gui-ghost.png'}")
+            ghost_shot(window, args.out / "gui-ghost.png")
+        if "fp16-vae-overflow" in faults:
+            vae_shot(window, args.out / "gui-vae.png")
+        window.state.prompt.update(fault="")
         if "short-prompt-attention" in faults:
             inside_shot(window, args.out / "gui-inside.png")
-            attention_shot(window, args.out / "gui-attention.png")
-            embeddings_shot(window, args.out / "gui-embeddings.png")
+        attention_shot(window, args.out / "gui-attention.png")
+        embeddings_shot(window, args.out / "gui-embeddings.png")
         window.close()
         app.processEvents()
     finally:

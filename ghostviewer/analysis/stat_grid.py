@@ -11,43 +11,113 @@ from ghostviewer.record import StatRow
 
 HEATMAP_STATS = ("absmax", "std", "nan_count", "fp16_headroom")
 LOG_STATS = {"absmax", "std", "fp16_headroom"}  # spans decades: shown as log10
+Column = tuple[str, int | None]  # (phase, step): ("encode", None), ("denoise", 3), ("decode", None)
+PHASE_ORDER = {"encode": 0, "denoise": 1, "decode": 2}
+PHASE_LABELS = {"encode": "enc", "decode": "dec"}
 
 
 @dataclass(frozen=True)
 class StatGrid:
-    modules: list[str]  # rows, in execution order
-    steps: list[int]  # columns
-    bad: np.ndarray  # (modules, steps) bool: NaN or Inf in that output
-    rows: dict[tuple[int, int], StatRow]  # (row, column) → the call-0 stat row
+    """Modules (rows, execution order) × columns: an `encode` column when text encoders were traced, one column
+    per denoising step, a `decode` column when the VAE was traced. A module fills only its phase's columns."""
 
-    def cell(self, module: str, step: int) -> tuple[int, int] | None:
-        if module in self.modules and step in self.steps:
-            return self.modules.index(module), self.steps.index(step)
-        return None
+    modules: list[str]  # rows, in execution order
+    columns: list[Column]
+    bad: np.ndarray  # (modules, columns) bool: NaN or Inf in that output
+    rows: dict[tuple[int, int], StatRow]  # (row, column) → the stat row shown (a bad call first, else call 0)
+
+    @property
+    def steps(self) -> list[int]:
+        """The denoising steps, in column order."""
+        return [int(step) for phase, step in self.columns if phase == "denoise" and step is not None]
+
+    def column(self, phase: str, step: int | None) -> int | None:
+        key: Column = (phase, None if phase != "denoise" or step is None else int(step))
+        return self.columns.index(key) if key in self.columns else None
+
+    def step_column(self, step: int) -> int | None:
+        return self.column("denoise", step)
+
+    def cell(self, module: str, step: int | None, phase: str = "denoise") -> tuple[int, int] | None:
+        """(row, column) of a module's output at a denoising step (or in the encode/decode phase)."""
+        col = self.column(phase, step)
+        if module not in self.modules or col is None:
+            return None
+        row = self.modules.index(module)
+        return (row, col) if (row, col) in self.rows else None
+
+    def home_column(self, module: str) -> int | None:
+        """The column of a module that has exactly one (a text-encoder or VAE module), else None."""
+        if module not in self.modules:
+            return None
+        row = self.modules.index(module)
+        cols = [j for (i, j) in self.rows if i == row]
+        return cols[0] if len(cols) == 1 else None
+
+    def anomaly_cell(self, anomaly: dict | None) -> tuple[int, int] | None:
+        """The cell of a run's first anomaly (CONTRACT's first_anomaly: phase, step, module)."""
+        if not anomaly or not anomaly.get("module"):
+            return None
+        step = anomaly.get("step")
+        return self.cell(str(anomaly["module"]), None if step is None else int(step),
+                         str(anomaly.get("phase") or "denoise"))
+
+    def label(self, col: int) -> str:
+        phase, step = self.columns[col]
+        return PHASE_LABELS.get(phase, str(step))
+
+    def phase_spans(self) -> list[tuple[str, int, int]]:
+        """(phase, first column, last column) for each phase present, in order."""
+        spans: list[tuple[str, int, int]] = []
+        for j, (phase, _step) in enumerate(self.columns):
+            if spans and spans[-1][0] == phase:
+                spans[-1] = (phase, spans[-1][1], j)
+            else:
+                spans.append((phase, j, j))
+        return spans
 
 
 def stat_value(row: StatRow, stat: str) -> float:
     return float(row.fp16_headroom if stat == "fp16_headroom" else getattr(row, stat))
 
 
+def _column(row: StatRow) -> Column:
+    return (row.phase, None if row.phase != "denoise" or row.step is None else int(row.step))
+
+
+def _preference(row: StatRow) -> tuple[bool, int, int]:
+    return (not (row.nan_count or row.inf_count), row.call, row.seq)  # a bad call first, then the first call
+
+
 def stat_grid(rows: Sequence[StatRow]) -> StatGrid:
-    """Call-0 denoise rows → a module × step grid (rows in execution order)."""
-    first = [r for r in rows if r.call == 0 and r.step is not None]
-    modules = list(dict.fromkeys(r.module for r in first))
-    steps = sorted({int(r.step) for r in first})  # type: ignore[arg-type]
+    """Stat rows of every phase → a module × column grid (rows in execution order, columns encode | steps |
+    decode). A cell shows the module's first call, unless a later call of it (e.g. the text encoder's
+    unconditional pass) has NaN/Inf: then that one, so a bad output is never hidden behind a healthy call."""
+    shown: dict[tuple[str, Column], StatRow] = {}
+    first_seq: dict[str, int] = {}
+    for r in rows:
+        if r.phase == "denoise" and r.step is None:
+            continue
+        first_seq[r.module] = min(first_seq.get(r.module, r.seq), r.seq)
+        key = (r.module, _column(r))
+        current = shown.get(key)
+        if current is None or _preference(r) < _preference(current):
+            shown[key] = r
+    modules = sorted(first_seq, key=lambda m: first_seq[m])
+    columns = sorted({col for _m, col in shown}, key=lambda c: (PHASE_ORDER.get(c[0], 1), c[1] or 0))
     row_of = {m: i for i, m in enumerate(modules)}
-    col_of = {s: j for j, s in enumerate(steps)}
-    bad = np.zeros((len(modules), len(steps)), bool)
+    col_of = {c: j for j, c in enumerate(columns)}
+    bad_grid = np.zeros((len(modules), len(columns)), bool)
     cells: dict[tuple[int, int], StatRow] = {}
-    for r in first:
-        i, j = row_of[r.module], col_of[int(r.step)]  # type: ignore[arg-type]
-        bad[i, j] = bool(r.nan_count or r.inf_count)
+    for (module, col), r in shown.items():
+        i, j = row_of[module], col_of[col]
+        bad_grid[i, j] = bool(r.nan_count or r.inf_count)
         cells[(i, j)] = r
-    return StatGrid(modules, steps, bad, cells)
+    return StatGrid(modules, columns, bad_grid, cells)
 
 
 def grid_values(grid: StatGrid, stat: str) -> np.ndarray:
-    """(modules, steps) float64 of one statistic, NaN where nothing was recorded."""
+    """(modules, columns) float64 of one statistic, NaN where nothing was recorded."""
     values = np.full(grid.bad.shape, np.nan)
     for (i, j), row in grid.rows.items():
         values[i, j] = stat_value(row, stat)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu
 
@@ -20,6 +21,8 @@ class WindowActions:
     quit: QAction
     run: QAction
     replay: QAction
+    replay_5: QAction
+    replay_20: QAction
     cancel: QAction
     decode: QAction
     play: QAction
@@ -28,17 +31,27 @@ class WindowActions:
     first_step: QAction
     last_step: QAction
     jump_anomaly: QAction
+    compare_selected: QAction
+    compare_with: QAction
+    bisect: QAction
     restart_engine: QAction
     about: QAction
+    welcome: QAction
+    reset_layout: QAction
 
 
-def _action(window: QMainWindow, text: str, *shortcuts: str, tip: str = "") -> QAction:
+def _action(window: QMainWindow, text: str, *shortcuts: str, tip: str = "", scoped: bool = False) -> QAction:
+    """scoped: the shortcut works only inside the widget(s) the window adds the action to (navigation_actions:
+    the timeline and image area), so plain keys (Space, arrows, Home, End) stay with trees, lists and fields."""
     action = QAction(text, window)
     if shortcuts:
         action.setShortcuts([QKeySequence(s) for s in shortcuts])
     if tip:
         action.setStatusTip(tip)
-    window.addAction(action)  # shortcuts work wherever the focus is in the window
+    if scoped:
+        action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+    else:
+        window.addAction(action)  # shortcuts work wherever the focus is in the window
     return action
 
 
@@ -56,17 +69,26 @@ def create_actions(window: QMainWindow) -> WindowActions:
         quit=a(window, "&Quit", "Ctrl+Q"),
         run=a(window, "&Run", "Ctrl+Return", "Ctrl+Enter", tip="Queue a run with the prompt panel's settings"),
         replay=a(window, "Re&play seed", "Ctrl+R", tip="Re-run the shown run with exactly its recorded settings"),
+        replay_5=a(window, "Replay 5 times", "Ctrl+Shift+R", tip="Re-run the shown run 5 times: does it reproduce?"),
+        replay_20=a(window, "Replay 20 times", tip="Re-run the shown run 20 times: does it reproduce?"),
         cancel=a(window, "&Cancel running", "Ctrl+.", tip="Stop the running run after its current step"),
         decode=a(window, "&Decode this step", "Ctrl+D", tip="Full VAE decode of the shown step (engine)"),
-        play=a(window, "Play / pause", "Space"),
-        step_back=a(window, "Previous step", "Left"),
-        step_forward=a(window, "Next step", "Right"),
-        first_step=a(window, "First step", "Home"),
-        last_step=a(window, "Last step", "End"),
+        play=a(window, "Play / pause", "Space", scoped=True),
+        step_back=a(window, "Previous step", "Left", scoped=True),
+        step_forward=a(window, "Next step", "Right", scoped=True),
+        first_step=a(window, "First step", "Home", scoped=True),
+        last_step=a(window, "Last step", "End", scoped=True),
         jump_anomaly=a(window, "&Jump to first anomaly", "Ctrl+J",
                        tip="Select the shown run's first anomaly: its module and step"),
+        compare_selected=a(window, "Co&mpare selected runs", "Ctrl+K",
+                           tip="The two runs selected in the history side by side (Ctrl+click the second)"),
+        compare_with=a(window, "Compare &with…", tip="The shown run beside a run picked in the Compare dock"),
+        bisect=a(window, "&Bisect by bypass", "Ctrl+B",
+                 tip="Find the block whose bypass makes the shown failing run's symptom go away"),
         restart_engine=a(window, "Restart &engine", tip="Start a fresh engine process and reload the pipeline"),
         about=a(window, "&About GhostViewer"),
+        welcome=a(window, "&Welcome: hunt your first ghost", tip="The guided tour on the demo pipeline"),
+        reset_layout=a(window, "&Reset layout", tip="Put every dock back where it started, at its first size"),
     )
 
 
@@ -85,7 +107,15 @@ def build_menus(window: QMainWindow, actions: WindowActions, docks: list[QDockWi
     file_menu.addSeparator()
     file_menu.addAction(actions.quit)
     run_menu = bar.addMenu("&Run")
-    for action in (actions.run, actions.replay, actions.cancel, actions.decode):
+    for action in (actions.run, actions.replay):
+        run_menu.addAction(action)
+    times = run_menu.addMenu("Replay &N times")
+    for action in (actions.replay, actions.replay_5, actions.replay_20):
+        times.addAction(action)
+    for action in (actions.cancel, actions.decode):
+        run_menu.addAction(action)
+    run_menu.addSeparator()
+    for action in (actions.compare_selected, actions.compare_with, actions.bisect):
         run_menu.addAction(action)
     view_menu = bar.addMenu("&View")
     for action in (actions.play, actions.step_back, actions.step_forward, actions.first_step, actions.last_step,
@@ -95,9 +125,37 @@ def build_menus(window: QMainWindow, actions: WindowActions, docks: list[QDockWi
     for dock in docks:
         view_menu.addAction(dock.toggleViewAction())
     bar.addMenu("&Engine").addAction(actions.restart_engine)
-    bar.addMenu("&Help").addAction(actions.about)
+    view_menu.addSeparator()
+    view_menu.addAction(actions.reset_layout)
+    help_menu = bar.addMenu("&Help")
+    help_menu.addAction(actions.welcome)
+    help_menu.addAction(actions.about)
     return recent
+
+
+def replay_menu(window: QMainWindow, actions: WindowActions) -> QMenu:
+    """Replay once, 5 or 20 times: the Replay button's drop-down."""
+    menu = QMenu(window)
+    for action in (actions.replay, actions.replay_5, actions.replay_20):
+        menu.addAction(action)
+    return menu
 
 
 def all_actions(actions: WindowActions) -> list[QAction]:
     return [getattr(actions, f.name) for f in fields(actions)]
+
+
+def navigation_actions(actions: WindowActions) -> list[QAction]:
+    """The scoped ones: the window adds them to the timeline and image area."""
+    return [actions.play, actions.step_back, actions.step_forward, actions.first_step, actions.last_step]
+
+
+def shortcut_lines(actions: WindowActions) -> list[tuple[str, str]]:
+    """(keys, what) for every action with a shortcut, for Help ▸ About."""
+    lines = []
+    for action in all_actions(actions):
+        keys = " / ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in action.shortcuts())
+        if keys:
+            scope = " (timeline and images)" if action in navigation_actions(actions) else ""
+            lines.append((keys, action.text().replace("&", "") + scope))
+    return lines

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from ghostviewer.gui.app_settings import AppSettings
@@ -15,6 +16,7 @@ from ghostviewer.gui.app_state import build_state
 from ghostviewer.gui.engine_client import EngineClient
 from ghostviewer.gui.log_bridge import install_logging
 from ghostviewer.gui.main_window import MainWindow
+from ghostviewer.gui.welcome import welcome_once
 from ghostviewer.paths import log_dir
 
 
@@ -24,6 +26,7 @@ def application() -> QApplication:
         app = QApplication([sys.argv[0] if sys.argv else "ghostviewer"])
     app.setApplicationName("GhostViewer")
     app.setOrganizationName("ghostviewer")
+    app.setWindowIcon(QIcon(str(Path(__file__).resolve().parents[1] / "resources" / "icon.png")))
     return app
 
 
@@ -59,6 +62,7 @@ def main(path: str | None = None) -> int:
     close_on_signals(window)
     QTimer.singleShot(0, state.controller.start_engine)  # after show(): torch loads while the window is up
     QTimer.singleShot(0, state.history.refresh)
+    QTimer.singleShot(0, lambda: welcome_once(window))  # the first launch only: the guided hunt
     if path:
         QTimer.singleShot(0, lambda: state.opener.open_path(path))
     return int(app.exec())

@@ -14,7 +14,8 @@ from PySide6.QtCore import QByteArray, QSettings
 
 from ghostviewer.paths import default_runs_dir
 
-SETTINGS_VERSION = 1
+SETTINGS_VERSION = 2
+LAYOUT_VERSION = 2  # saved with the window's dock layout: a layout of another version is dropped, not restored
 
 
 def migrate(settings: QSettings) -> None:
@@ -26,9 +27,22 @@ def migrate(settings: QSettings) -> None:
     if version > SETTINGS_VERSION:
         return  # written by a newer GhostViewer: read what we know, leave the rest alone
     if version < 1:
-        # Version 0 never shipped; nothing to convert. Future migrations go here, one `if` per version.
-        pass
+        pass  # version 0 never shipped; nothing to convert
+    if version < 2:
+        _forget_ghost(settings)  # version 1 remembered the Ghost choice across launches: never again
+        settings.remove("window/state")  # a layout of the old docks would be restored mangled
     settings.setValue("version", SETTINGS_VERSION)
+
+
+def _forget_ghost(settings: QSettings) -> None:
+    raw = settings.value("prompt")
+    try:
+        prompt = json.loads(str(raw)) if raw is not None else None
+    except ValueError:
+        return
+    if isinstance(prompt, dict) and "fault" in prompt:
+        prompt.pop("fault")
+        settings.setValue("prompt", json.dumps(prompt))
 
 
 class AppSettings:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ghostviewer.gui import messages
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.controller import RunController
 from ghostviewer.gui.engine_client import EngineClient
@@ -38,7 +39,7 @@ class AppState:
 
     def restore(self) -> None:
         """Remembered prompt fields, recent pipelines, device, dtype and plot choices (not the source: the
-        window opens on the demo pipeline, or on the PATH it was given)."""
+        window opens on the demo pipeline, or on the PATH it was given; never the ghost: a launch starts clean)."""
         s = self.settings
         self.prompt.load_dict(s.get_json("prompt", {}))
         recent = [r for r in s.get_json("recent_pipelines", []) if isinstance(r, str)][:MAX_RECENT]
@@ -70,5 +71,8 @@ def build_state(settings: AppSettings | None = None, engine: EngineClient | None
     controller = RunController(engine, pipeline, prompt, queue, timeline, history, reporter, blocks)
     state = AppState(settings, engine, pipeline, prompt, queue, timeline, history, selection, reporter,
                      controller, PathOpener(controller), blocks, step_data=StepDataModel(timeline))
+    controller.compare.attach_step_data(state.step_data, state.step_data_b)  # B follows the comparison's B
     state.restore()
+    engine.sigReady.connect(lambda info: pipeline.set_devices(info.get("devices")))
+    reporter.offer(messages.ENGINE_DIED, "Restart engine", controller.restart_engine)
     return state

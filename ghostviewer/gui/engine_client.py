@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, Signal
 log = logging.getLogger("ghostviewer.engine")
 
 ENGINE_MODULE = "ghostviewer.engine.server"
+FROZEN_ENGINE_FLAG = "--engine-server"  # = ghostviewer.cli.ENGINE_SERVER_FLAG (not imported: the CLI is heavier)
 STOP_TIMEOUT_MS = 3000
 
 
@@ -51,7 +52,9 @@ class EngineClient(QObject):
                  arguments: list[str] | None = None) -> None:
         super().__init__(parent)
         self.program = program or sys.executable
-        self.arguments = arguments if arguments is not None else ["-m", ENGINE_MODULE]
+        frozen = getattr(sys, "frozen", False)  # a packaged app: sys.executable is the app, not a Python
+        default = [FROZEN_ENGINE_FLAG] if frozen else ["-m", ENGINE_MODULE]
+        self.arguments = arguments if arguments is not None else default
         self.state = "stopped"
         self.info: dict[str, Any] = {}  # the 'ready' event
         self._process: QProcess | None = None

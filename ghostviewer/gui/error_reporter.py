@@ -1,10 +1,12 @@
-"""Errors become a one-line dialog and a full entry in the log; no traceback ever reaches the screen."""
+"""Errors become a one-line dialog and a full entry in the log; no traceback ever reaches the screen. A message
+that has a remedy (the engine died: Restart engine) offers it as a button in its dialog (`offer`)."""
 
 from __future__ import annotations
 
 import logging
 import sys
 import traceback
+from collections.abc import Callable
 from types import TracebackType
 
 from PySide6.QtCore import QObject, Signal
@@ -29,6 +31,14 @@ class ErrorReporter(QObject):
         self.parent_widget: QWidget | None = None
         self.messages: list[str] = []
         self._open: list[QMessageBox] = []
+        self._offers: list[tuple[str, str, Callable[[], None]]] = []  # (message template, button, action)
+
+    def offer(self, template: str, label: str, action: Callable[[], None]) -> None:
+        """Messages made from `template` (a messages.py template) get a button `label` that runs `action`."""
+        self._offers.append((template.split("{", 1)[0], label, action))
+
+    def remedies(self, message: str) -> list[tuple[str, Callable[[], None]]]:
+        return [(label, action) for prefix, label, action in self._offers if message.startswith(prefix)]
 
     @property
     def last_message(self) -> str | None:
@@ -43,6 +53,10 @@ class ErrorReporter(QObject):
             return
         box = QMessageBox(QMessageBox.Icon.Warning, "GhostViewer", message, QMessageBox.StandardButton.Ok,
                           self.parent_widget)
+        for label, action in self.remedies(message):
+            button = box.addButton(label, QMessageBox.ButtonRole.AcceptRole)
+            button.clicked.connect(lambda _checked=False, action=action: action())
+            box.setDefaultButton(button)
         box.finished.connect(lambda _result, box=box: self._closed(box))
         self._open.append(box)
         box.open()  # non-blocking: the run queue and timers keep going

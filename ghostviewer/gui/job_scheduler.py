@@ -22,6 +22,7 @@ from ghostviewer.gui.models.queue_model import Job, QueueModel
 
 log = logging.getLogger("ghostviewer.gui")
 Key = tuple[str, str, str]  # (source, device, dtype)
+ENGINE_WORK = {"decode": "decode the step", "blocks": "list the blocks", "bisect": "bisect the run"}  # for errors
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ class JobScheduler(QObject):
         elif command is not None and command.ident == event.get("id") and command.job_id is not None:
             self._end(command.job_id, "failed", "run", error=message)  # the coordinators report it
         else:
-            what = {"decode": "decode the step", "blocks": "list the blocks"}.get(str(event.get("cmd")), "do that")
+            what = ENGINE_WORK.get(str(event.get("cmd")), "do that")
             self.reporter.report(messages.ENGINE_ERROR.format(what=what, message=message))
         self.tick()
 

@@ -4,25 +4,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
     QLabel,
     QMainWindow,
-    QMessageBox,
     QSplitter,
+    QToolButton,
+    QTreeWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from ghostviewer import __version__
 from ghostviewer.gui import messages
-from ghostviewer.gui.actions import build_menus, create_actions
+from ghostviewer.gui.about_dialog import show_about
+from ghostviewer.gui.actions import build_menus, create_actions, navigation_actions, replay_menu
+from ghostviewer.gui.app_settings import LAYOUT_VERSION
 from ghostviewer.gui.app_state import AppState
+from ghostviewer.gui.bundle_export_dialog import show_export_dialog
+from ghostviewer.gui.isolate_action import IsolateAction
+from ghostviewer.gui.welcome import show_welcome
 from ghostviewer.gui.widgets.attention_view import AttentionView
+from ghostviewer.gui.widgets.bisect_trail import build_bisect_trail
 from ghostviewer.gui.widgets.block_tree import BlockTree
+from ghostviewer.gui.widgets.compare_view import build_compare_view, selected_runs
 from ghostviewer.gui.widgets.embeddings_view import EmbeddingsView
 from ghostviewer.gui.widgets.feature_map_view import FeatureMapView
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
@@ -36,7 +43,17 @@ from ghostviewer.gui.widgets.run_header import RunHeader
 from ghostviewer.gui.widgets.stat_plot import StatPlot
 from ghostviewer.gui.widgets.stats_heatmap import StatsHeatmap
 from ghostviewer.gui.widgets.step_images import StepImages
+from ghostviewer.gui.widgets.sweep_gallery import build_sweep_gallery
 from ghostviewer.gui.widgets.timeline_bar import TimelineBar
+from ghostviewer.gui.window_layout import (
+    DEFAULT_SIZE,
+    ScrollDock,
+    default_dock_sizes,
+    fit_to_screen,
+    hide_stray_tab_bars,
+    restore_geometry,
+    save_layout,
+)
 
 ENGINE_WORDS = {"stopped": "engine stopped — Engine ▸ Restart engine", "starting": "engine starting…",
                 "loading": "engine loading the pipeline…", "ready": "engine ready", "running": "engine running"}
@@ -48,25 +65,28 @@ class MainWindow(QMainWindow):
         self.state = state
         self.setWindowTitle("GhostViewer")
         self.setAcceptDrops(True)
-        self.resize(1400, 900)
+        self.setMinimumSize(1, 1)  # until shown: the docks stand side by side before they are tabified, and the
+        self.resize(*DEFAULT_SIZE)  # layout's minimum of that would blow the window up (showEvent lifts it)
         s = state
         s.reporter.parent_widget = self
+        self.default_areas: dict[QDockWidget, Qt.DockWidgetArea] = {}  # for View ▸ Reset layout
         # -- widgets --------------------------------------------------------------------------------
         self.pipeline_panel = PipelinePanel(s.pipeline)
-        self.prompt_panel = PromptPanel(s.prompt, s.pipeline)
+        self.prompt_panel = PromptPanel(s.prompt, s.pipeline, s.blocks)
         self.queue_panel = QueuePanel(s.queue)
         self.history_panel = HistoryPanel(s.history)
         self.log_panel = LogPanel()
         self.run_header = RunHeader(s.timeline)
-        self.step_images = StepImages(s.timeline)
+        self.step_images = StepImages(s.timeline, s.step_data)
         self.timeline_bar = TimelineBar(s.timeline)
         self.stat_plot = StatPlot(s.timeline, s.selection)
         self.block_tree = BlockTree(s.blocks)
         self.heatmap = StatsHeatmap(s.timeline, s.blocks)
-        self.feature_maps = FeatureMapView(s.timeline, s.blocks)
-        self.attention = AttentionView(s.timeline, s.blocks)
+        self.feature_maps = FeatureMapView(s.timeline, s.blocks, s.step_data)
+        self.attention = AttentionView(s.timeline, s.blocks, s.step_data)
         self.run_events = RunEventsView(s.timeline)
         self.embeddings = EmbeddingsView(s.timeline)
+        self.compare_view, self.bisect_trail = build_compare_view(s), build_bisect_trail(s)
         top = QWidget()
         column = QVBoxLayout(top)
         column.setContentsMargins(0, 0, 0, 0)
@@ -92,16 +112,22 @@ class MainWindow(QMainWindow):
             self._dock("Attention", self.attention, Qt.DockWidgetArea.RightDockWidgetArea),
             self._dock("Run events", self.run_events, Qt.DockWidgetArea.BottomDockWidgetArea),
             self._dock("Embeddings", self.embeddings, Qt.DockWidgetArea.RightDockWidgetArea),
+            self._dock("Sweep gallery", build_sweep_gallery(s), Qt.DockWidgetArea.BottomDockWidgetArea),
+            self._dock("Compare", self.compare_view, Qt.DockWidgetArea.BottomDockWidgetArea),
+            self._dock("Bisection", self.bisect_trail, Qt.DockWidgetArea.BottomDockWidgetArea),
         ]
-        self.resizeDocks(self.docks[:3], [170, 330, 220], Qt.Orientation.Vertical)
-        self.resizeDocks([self.docks[0], self.docks[3]], [320, 340], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks[4]], [110], Qt.Orientation.Vertical)
+        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)  # side columns run
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)  # the full height
+        default_dock_sizes(self)
         self.engine_label = QLabel(ENGINE_WORDS["starting"])
         self.memory_label = MemoryLabel(lambda: s.engine.pid)
         self.statusBar().addPermanentWidget(self.engine_label)
         self.statusBar().addPermanentWidget(self.memory_label)
         # -- actions and menus ----------------------------------------------------------------------
         a = self.actions = create_actions(self)
+        top.addActions(navigation_actions(a))  # Space, arrows, Home, End: only in the timeline, images and plot
+        self.stat_plot.plot.addActions(navigation_actions(a))
+        top.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         self.recent_menu = build_menus(self, a, self.docks)
         self.recent_menu.aboutToShow.connect(self._fill_recent)
         c, t = s.controller, s.timeline
@@ -111,6 +137,7 @@ class MainWindow(QMainWindow):
         a.open_run.triggered.connect(self._choose_run)
         a.open_prompts.triggered.connect(self._choose_prompts)
         a.runs_folder.triggered.connect(self._choose_runs_folder)
+        a.export_bundle.triggered.connect(lambda: show_export_dialog(self, s))
         a.quit.triggered.connect(self.close)
         a.run.triggered.connect(c.queue_run)
         a.replay.triggered.connect(lambda: c.replay())
@@ -119,29 +146,66 @@ class MainWindow(QMainWindow):
         a.play.triggered.connect(t.toggle_play)
         a.step_back.triggered.connect(lambda: t.step_by(-1))
         a.step_forward.triggered.connect(lambda: t.step_by(1))
-        a.first_step.triggered.connect(lambda: t.set_step(0))
-        a.last_step.triggered.connect(lambda: t.set_step(t.count - 1))
-        a.jump_anomaly.triggered.connect(c.jump_to_first_anomaly)
+        a.first_step.triggered.connect(t.go_first)
+        a.last_step.triggered.connect(t.go_last)
+        a.jump_anomaly.triggered.connect(self._jump_to_anomaly)
+        a.replay_5.triggered.connect(lambda: c.replay(times=5))
+        a.replay_20.triggered.connect(lambda: c.replay(times=20))
+        a.compare_selected.triggered.connect(lambda: c.compare_selected(selected_runs(self.history_panel.tree)))
+        a.compare_with.triggered.connect(lambda: self._bring_forward("Compare"))
+        a.bisect.triggered.connect(lambda: c.bisect())
         a.restart_engine.triggered.connect(c.restart_engine)
-        a.about.triggered.connect(self._about)
+        a.about.triggered.connect(lambda: show_about(self, s, a))
+        a.welcome.triggered.connect(lambda: show_welcome(self))
+        a.reset_layout.triggered.connect(self.reset_layout)
         # -- signals --------------------------------------------------------------------------------
         self.prompt_panel.runRequested.connect(c.queue_run)
         self.queue_panel.cancelRequested.connect(c.cancel)
         self.queue_panel.jobActivated.connect(self._open_job)
         self.history_panel.runSelected.connect(s.opener.open_run)
         self.history_panel.replayRequested.connect(c.replay)
-        self.heatmap.jumpRequested.connect(c.jump_to_first_anomaly)
+        self.heatmap.jumpRequested.connect(self._jump_to_anomaly)
+        self.isolate = IsolateAction(s, self, requests=self.block_tree.isolateRequested)
         self.timeline_bar.decodeRequested.connect(lambda: c.decode_step())
         self.timeline_bar.replayRequested.connect(lambda: c.replay())
+        self.timeline_bar.replay.setMenu(replay_menu(self, a))
+        self.timeline_bar.replay.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
+        self.history_panel.tree.setSelectionMode(QTreeWidget.SelectionMode.ExtendedSelection)
+        self.history_panel.studySelected.connect(c.studies.open_study)
+        c.compare.opened.connect(lambda: self._bring_forward("Compare", 380))
+        c.studies.viewOpened.connect(lambda view: self._bring_forward("Bisection") if view == "bisect" else None)
+        c.bisects.stateChanged.connect(lambda state: self._bring_forward("Bisection") if state == "waiting" else None)
         c.sigReplayChecked.connect(self.timeline_bar.show_replay)
         c.sigMessage.connect(lambda text: self.statusBar().showMessage(text, 10000))
         c.sigEngineState.connect(lambda state: self.engine_label.setText(ENGINE_WORDS.get(state, state)))
         s.reporter.sigReported.connect(lambda text: self.statusBar().showMessage(text, 15000))
         t.runChanged.connect(self._forget_anomaly_message)
-        self._tabs_pending = not self._restore_layout()
+        self._tabs_pending = True  # the default layout is made at the first show (then the saved one restored)
+        self._saved_layout = restore_geometry(self, s.settings)
+        self._default_layout: QByteArray | None = None  # captured at the first show, for Reset layout
+        fit_to_screen(self)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
+        first = self._tabs_pending
+        self._tabify_default()
+        self.setMinimumSize(0, 0)  # the layout's own minimum again (see __init__)
+        if first:
+            default_dock_sizes(self)  # at the size the window is shown at
+            self._default_layout = self.saveState(LAYOUT_VERSION)
+            if self._saved_layout is not None:
+                self.restoreState(self._saved_layout, LAYOUT_VERSION)  # refused when of another version
+                hide_stray_tab_bars(self)
+
+    def reset_layout(self) -> None:
+        """View ▸ Reset layout: every dock back in its first place, tab group and size (the layout captured
+        at the first show: re-tabifying docks by hand leaves stray tab bars on screen)."""
+        if self._default_layout is not None:
+            self.restoreState(self._default_layout, LAYOUT_VERSION)
+            hide_stray_tab_bars(self)
+
+    def _tabify_default(self) -> None:
+        """The default tab groups, at the first show (a dock a saved layout does not know stays in them)."""
         if self._tabs_pending:  # tabified before the first show, Qt leaves a stray tab bar on screen
             self._tabs_pending = False
             self.tabifyDockWidget(self.docks[3], self.docks[5])  # runs history | blocks
@@ -149,18 +213,31 @@ class MainWindow(QMainWindow):
             self.tabifyDockWidget(self.docks[7], self.docks[8])
             self.tabifyDockWidget(self.docks[8], self.docks[10])  # attention | embeddings
             self.tabifyDockWidget(self.docks[4], self.docks[9])  # log | run events
+            self.tabifyDockWidget(self.docks[9], self.docks[11])  # one bottom group: … | sweep gallery | …
+            self.tabifyDockWidget(self.docks[11], self.docks[12])  # sweep gallery | compare | bisection
+            self.tabifyDockWidget(self.docks[12], self.docks[13])
+            self.docks[11].raise_()
             self.docks[4].raise_()
             self.docks[3].raise_()
             self.docks[6].raise_()
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
-        dock = QDockWidget(title, self)
+        dock = ScrollDock(title, self)
         dock.setObjectName(f"dock-{title.lower().replace(' ', '-')}")
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
+        self.default_areas[dock] = area
         return dock
 
     # -- small interactions -----------------------------------------------------------------------
+    def _bring_forward(self, title: str, height: int = 300) -> None:
+        """Show a dock in front of its tabs, tall enough to read (the bottom docks start low)."""
+        dock = next(d for d in self.docks if d.windowTitle() == title)
+        dock.show()
+        dock.raise_()
+        if not dock.isFloating() and dock.height() < height:
+            self.resizeDocks([dock], [height], Qt.Orientation.Vertical)
+
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
         for source in self.state.pipeline.recent:
@@ -195,9 +272,14 @@ class MainWindow(QMainWindow):
             self.state.history.set_runs_dir(Path(folder))
             self.statusBar().showMessage(messages.RUNS_DIR_CHANGED.format(path=folder), 10000)
 
-    def _about(self) -> None:
-        QMessageBox.about(self, "About GhostViewer",
-                          f"GhostViewer {__version__}\nA debugger for intermittent bugs in diffusion pipelines.")
+    def _jump_to_anomaly(self) -> None:
+        """Ctrl+J: the controller selects the step and module (tree, heat map, feature maps); the plot adds the
+        module's curve when it has one (a denoising-loop module)."""
+        if not self.state.controller.jump_to_first_anomaly():
+            return
+        anomaly = (self.state.timeline.record.first_anomaly if self.state.timeline.record else None) or {}
+        if anomaly.get("phase") == "denoise" and anomaly.get("module"):
+            self.state.selection.toggle(str(anomaly["module"]), True)
 
     # -- drag and drop, layout, closing -----------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name
@@ -210,17 +292,10 @@ class MainWindow(QMainWindow):
                 self.state.opener.open_path(url.toLocalFile())
         event.acceptProposedAction()
 
-    def _restore_layout(self) -> bool:
-        """The remembered geometry and dock layout; False when there is none (the default layout then)."""
-        geometry = self.state.settings.get_bytes("window/geometry")
-        layout = self.state.settings.get_bytes("window/state")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        return layout is not None and bool(self.restoreState(layout))
-
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
-        self.state.settings.set_bytes("window/geometry", self.saveGeometry())
-        self.state.settings.set_bytes("window/state", self.saveState())
+        save_layout(self, self.state.settings)
         self.state.save()
+        self.state.step_data.shutdown()
+        self.state.step_data_b.shutdown()
         self.state.controller.shutdown()
         super().closeEvent(event)

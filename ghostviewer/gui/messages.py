@@ -30,7 +30,7 @@ UNEXPECTED = "Something went wrong inside GhostViewer: {message}. The details ar
 RUNS_DIR_CHANGED = "Runs folder: {path}"
 NO_ANOMALY = "The shown run has no anomaly (no NaN/Inf, no fp16 overflow, no collapse or explosion)."
 ANOMALY_PREFIX = "First anomaly:"
-ANOMALY_AT = ANOMALY_PREFIX + " {kind} at {phase} step {step} in {module}."
+ANOMALY_AT = ANOMALY_PREFIX + " {kind} in {module} ({where})."
 FM_NOT_CAPTURED = "{module}: not captured — tick Capture in the block tree and re-run."
 # How a job ended, when the engine did not say (the queue row's tooltip, the run's error).
 JOB_ENGINE_DIED = "the engine process {reason}"
@@ -42,3 +42,20 @@ REPLAYS_QUEUED = "Replaying seed {seed} {times} times with the recorded settings
 REPLAYS_REPRODUCED = "Replays of seed {seed}: reproduced {k}/{n}{unfinished}."
 REPLAYS_DIVERGED = "Replays of seed {seed}: reproduced {k}/{n}{unfinished} — first difference: {where}."
 REPLAYS_UNFINISHED = " ({count} did not finish)"
+REPLAY_PROGRESS = "Replay {k}/{n} of seed {seed}…"
+REPLAY_LABEL = "replay {k}/{n}"  # the queue row of one replay of a batch
+# Comparing two runs.
+COMPARE_PICK_TWO = "Select two runs in the history (Ctrl+click the second) to compare them."
+COMPARE_NO_RUN = "Show a run first: it is run A of the comparison."
+# Bisection by bypass.
+BISECT_BUSY = "A bisection is already running; cancel it first."
+BISECT_NOTHING = "Nothing to bisect: run {run_id} ended {status} with no bad verdict and no anomaly."
+BISECT_WAITING = "Bisection of {run_id} waits for the engine…"
+BISECT_STARTED = "Bisecting {run_id} by bypass (symptom: {symptom})…"
+BISECT_TRIAL = "Bisection: re-run {trial}/{budget} — {symptom}."
+BISECT_CULPRIT = "Bisection: the culprit is {culprit} (found in {reruns} re-runs, budget {budget})."
+BISECT_NO_CULPRIT = "Bisection: no single block explains it after {reruns} re-runs — {reason}"
+BISECT_CANCELLED = "Bisection cancelled."
+BISECT_FAILED = "The bisection stopped: {message}"
+BISECT_UNFINISHED = "This bisection did not finish ({status}): the re-runs it recorded."
+STUDY_FAILED = "Could not open the study {path}: {message}"

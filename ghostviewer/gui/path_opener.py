@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject
 
-from ghostviewer.analysis.prompt_lists import PromptListError, read_prompt_list
 from ghostviewer.gui import messages
-from ghostviewer.gui.controller import RunController, same_path
+from ghostviewer.gui.controller import RunController
+from ghostviewer.gui.coordinators.run_coordinator import same_path
 from ghostviewer.gui.drops import classify_path
 from ghostviewer.gui.models.queue_model import Job
 from ghostviewer.record import RecordError
+from ghostviewer.record.bundle import open_bundle
 
-LIST_KEYS = {"negative": "negative_prompt", "seed": "seed", "steps": "steps", "guidance": "guidance"}
+BUNDLES_FOLDER = "bundles"  # bundles are extracted into <runs_dir>/bundles/<name>-<time>/
 
 
 class PathOpener(QObject):
     def __init__(self, controller: RunController, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.controller = controller
+        self.sweeps: Any = None  # the SweepCoordinator (set with the sweep gallery): dropped lists are swept
 
     def open_run(self, path: str | Path) -> bool:
         c = self.controller
@@ -31,21 +34,21 @@ class PathOpener(QObject):
             return False
         return True
 
-    def queue_prompt_list(self, path: str | Path) -> list[Job]:
+    def open_bundle(self, path: str | Path) -> list[Path]:
+        """Extract a bug-report bundle (checked; nothing in it runs) and show its first run read-only."""
         c = self.controller
         try:
-            items = read_prompt_list(path)
-        except PromptListError as exc:
-            c.reporter.report(messages.PROMPT_LIST_FAILED.format(path=path, message=exc))
+            runs = open_bundle(path, Path(c.history.runs_dir) / BUNDLES_FOLDER)
+        except RecordError as exc:
+            c.reporter.report(messages.BUNDLE_FAILED.format(path=path, message=exc))
             return []
-        settings_list = []
-        for item in items:
-            settings = c.prompt.take_settings(*c.pipeline.key(), prompt=item["prompt"])
-            settings.update({LIST_KEYS[k]: v for k, v in item.items() if k in LIST_KEYS})
-            settings_list.append(settings)
-        jobs = c.queue_many(settings_list)
-        c.sigMessage.emit(messages.PROMPT_LIST_QUEUED.format(count=len(jobs), name=Path(path).name))
-        return jobs
+        if self.open_run(runs[0]):
+            c.sigMessage.emit(messages.BUNDLE_OPENED.format(name=Path(path).name, count=len(runs),
+                                                            run_id=runs[0].name, folder=runs[0].parents[1]))
+        return runs
+
+    def queue_prompt_list(self, path: str | Path) -> list[Job]:
+        return self.controller.runs.queue_prompt_list(path)
 
     def open_path(self, path: str | Path) -> None:
         """A pipeline, a checkpoint, a run, a runs folder or a prompt list: do the obvious thing with it."""
@@ -58,9 +61,11 @@ class PathOpener(QObject):
         elif kind == "runs_dir":
             c.history.set_runs_dir(Path(path))
             c.sigMessage.emit(messages.RUNS_DIR_CHANGED.format(path=path))
+        elif kind == "prompts" and self.sweeps is not None:
+            self.sweeps.start(path)
         elif kind == "prompts":
             self.queue_prompt_list(path)
         elif kind == "bundle":
-            c.reporter.report(messages.BUNDLE_UNSUPPORTED.format(path=path))
+            self.open_bundle(path)
         else:
             c.reporter.report(messages.DROP_UNKNOWN.format(path=path))

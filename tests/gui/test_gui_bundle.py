@@ -35,7 +35,7 @@ def test_dropping_a_bundle_shows_its_first_run(window, gui_env: Path, tmp_path: 
     assert shown.name == "first" and shown.is_relative_to(gui_env / "bundles")
     assert state.timeline.count == 4 and window.timeline_bar.badge.kind == "bad"
     assert RunRecord(shown).steps() == RunRecord(first).steps()
-    assert window.step_images.items["final image"].image is not None
+    qtbot.waitUntil(lambda: window.step_images.items["final image"].image is not None, timeout=5000)
     assert state.reporter.last_message is None
 
 

@@ -37,7 +37,7 @@ def test_queue_a_run_and_watch_it(win, qtbot) -> None:  # noqa: ANN001
     assert job.status == "done", job.error
     assert state.timeline.run_dir == job.run_dir and state.timeline.count == 20
     assert win.timeline_bar.badge.kind in ("ok", "bad") and win.timeline_bar.badge.text() == job.verdict
-    assert win.step_images.items["final image"].image is not None
+    qtbot.waitUntil(lambda: win.step_images.items["final image"].image is not None, timeout=5000)
     qtbot.waitUntil(lambda: state.step_data.idle, timeout=5000)  # the step is read off the GUI thread
     assert win.step_images.items["latents"].image is not None
     qtbot.waitUntil(lambda: any(e.path == job.run_dir for e in state.history.entries), timeout=5000)
@@ -46,7 +46,7 @@ def test_queue_a_run_and_watch_it(win, qtbot) -> None:  # noqa: ANN001
 def test_scrub_the_timeline(win) -> None:  # noqa: ANN001
     state = win.state
     win.timeline_bar.slider.setValue(4)
-    assert state.timeline.step == 4 and "step 5/20" in win.timeline_bar.step_label.text()
+    assert state.timeline.step == 4 and "step 4 of 0–19" in win.timeline_bar.step_label.text()
     win.actions.step_forward.trigger()
     assert state.timeline.step == 5 and abs(win.stat_plot.line.value() - 5) < 1e-9
     assert win.stat_plot._curves, "the statistic plot shows the default modules"

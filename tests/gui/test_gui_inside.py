@@ -68,6 +68,7 @@ def test_heatmap_click_and_first_anomaly_jump(window, gui_env: Path, qtbot) -> N
     run = write_fake_run(gui_env, steps=6, nan_at=3, capture=("unet.mid_block",))
     state.timeline.open_run(run)
     assert state.blocks.anomaly == "unet.mid_block" and "⚠" in window.block_tree.items["unet.mid_block"].text(0)
+    qtbot.waitUntil(lambda: not heatmap.loading, timeout=5000)  # the grid is read off the GUI thread
     grid = heatmap.grid
     assert grid is not None and grid.modules == MODULES and grid.steps == list(range(6))
     assert grid.bad[MODULES.index("unet.mid_block"), 3:].all() and not grid.bad[:, :3].any()

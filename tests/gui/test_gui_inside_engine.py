@@ -58,6 +58,7 @@ def test_first_anomaly_jump_finds_the_fault(win, qtbot) -> None:  # noqa: ANN001
     assert state.timeline.run_dir == job.run_dir
     state.timeline.set_step(state.timeline.count - 1)
     state.blocks.select("unet.conv_in")
+    qtbot.waitUntil(lambda: not win.heatmap.loading, timeout=5000)  # the grid is read off the GUI thread
     win.heatmap.jump.click()
     assert state.blocks.selected.startswith(FAULTY)
     assert state.timeline.step_info().index == state.timeline.record.first_anomaly["step"]

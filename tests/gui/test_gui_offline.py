@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.gui.fake_runs import write_fake_run
 
 
-def test_history_lists_runs_and_reopens_one(window, gui_env: Path) -> None:
+def test_history_lists_runs_and_reopens_one(window, gui_env: Path, qtbot) -> None:  # noqa: ANN001
     done = write_fake_run(gui_env, steps=5, seed=1, run_id="a-done")
     killed = write_fake_run(gui_env, steps=3, seed=2, finish=None, run_id="b-killed")
     state = window.state
@@ -20,7 +20,7 @@ def test_history_lists_runs_and_reopens_one(window, gui_env: Path) -> None:
     assert window.timeline_bar.badge.kind == "incomplete"
     window.history_panel.select(str(done))
     assert state.timeline.count == 5 and window.timeline_bar.badge.kind == "ok"
-    assert window.step_images.items["final image"].image is not None
+    qtbot.waitUntil(lambda: window.step_images.items["final image"].image is not None, timeout=5000)  # off-thread
 
 
 def test_scrub_with_slider_and_keys(window, gui_env: Path, qtbot) -> None:  # noqa: ANN001
@@ -30,12 +30,13 @@ def test_scrub_with_slider_and_keys(window, gui_env: Path, qtbot) -> None:  # no
     assert state.timeline.step == 5
     window.timeline_bar.slider.setValue(2)
     assert state.timeline.step == 2
-    assert "step 3/6" in window.timeline_bar.step_label.text()
+    assert "step 2 of 0–5" in window.timeline_bar.step_label.text()
     window.actions.step_forward.trigger()
     assert state.timeline.step == 3 and window.timeline_bar.slider.value() == 3
     window.actions.step_back.trigger()
     window.actions.step_back.trigger()
     assert state.timeline.step == 1
+    qtbot.waitUntil(lambda: state.step_data.idle, timeout=5000)  # the step is read off the GUI thread
     latents = window.step_images.items["latents"].image
     assert latents is not None and latents.shape[-1] == 4
     assert abs(window.stat_plot.line.value() - 1) < 1e-9
@@ -125,5 +126,5 @@ def test_drop_a_prompt_list_and_a_pipeline_folder(window, tmp_path: Path) -> Non
                        Qt.KeyboardModifier.NoModifier)
     window.dropEvent(event)
     state = window.state
-    assert [j.settings["prompt"] for j in state.queue.jobs()] == ["a red circle", "a blue star"]
+    assert state.opener.sweeps.state == "waiting" and state.queue.jobs() == []  # a dropped list is swept
     assert state.pipeline.source == str(folder) and state.pipeline.recent[0] == str(folder)

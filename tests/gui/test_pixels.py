@@ -53,7 +53,8 @@ def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: AN
 
 
 def settle(qtbot, win) -> None:  # noqa: ANN001
-    qtbot.waitUntil(lambda: win.state.step_data.idle, timeout=10_000)
+    qtbot.waitUntil(lambda: win.state.step_data.idle and not win.step_images.final_loading
+                    and not win.heatmap.loading, timeout=10_000)  # all three read off the GUI thread
     qtbot.wait(50)  # queued replots and repaints
 
 

@@ -76,6 +76,7 @@ class ReplayCoordinator(QObject):
         super().__init__(parent)
         self.scheduler, self.queue, self.timeline, self.reporter = scheduler, scheduler.queue, timeline, reporter
         self._batches: list[ReplayBatch] = []
+        scheduler.jobStarted.connect(self._on_job_started)
         scheduler.jobEnded.connect(self._on_job_ended)
 
     def replay(self, run_dir: str | None = None, times: int = 1) -> list[Job]:
@@ -93,13 +94,25 @@ class ReplayCoordinator(QObject):
         times = max(1, int(times))
         jobs = self.scheduler.submit_many([settings] * times, replay_of=str(record.path))
         self._batches.append(ReplayBatch(str(record.path), settings.get("seed"), tuple(j.id for j in jobs)))
+        if times > 1:
+            for k, job in enumerate(jobs, 1):
+                self.queue.update(job.id, extra={**job.extra, "label": messages.REPLAY_LABEL.format(k=k, n=times)})
         seed = settings.get("seed")
         text = messages.REPLAY_QUEUED if times == 1 else messages.REPLAYS_QUEUED
         self.sigMessage.emit(text.format(seed=seed, times=times))
         return jobs
 
+    def _batch(self, job_id: int) -> ReplayBatch | None:
+        return next((b for b in self._batches if job_id in b.job_ids), None)
+
+    def _on_job_started(self, job_id: int, _run_dir: str) -> None:
+        batch = self._batch(job_id)
+        if batch is not None and len(batch.job_ids) > 1:
+            k = batch.job_ids.index(job_id) + 1
+            self.sigMessage.emit(messages.REPLAY_PROGRESS.format(k=k, n=len(batch.job_ids), seed=batch.seed))
+
     def _on_job_ended(self, job_id: int, status: str) -> None:
-        batch = next((b for b in self._batches if job_id in b.job_ids), None)
+        batch = self._batch(job_id)
         if batch is None:
             return
         job = self.queue.job(job_id)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
+from ghostviewer.gui.models.prompt_model import intervention_words
 from ghostviewer.record import RecordError, RunRecord, StudyRecord
 
 DB_FILES = ("run.sqlite", "run.sqlite-wal")
@@ -29,12 +30,18 @@ class RunEntry:
     status: str  # running | done | failed | cancelled (running + not live = incomplete)
     verdict: str | None
     error: str | None
+    changes: tuple[str, ...] = ()  # what the run changed in the pipeline: ("ghost: nan-latents", "1 bypass")
+    first_anomaly: dict | None = None
+    image: str | None = None  # the final image, for the thumbnail
 
     def state(self, live_run: str | None) -> str:
-        """What the history shows: the verdict label, or running / incomplete / cancelled / failed."""
-        if self.status == "running":
+        """What the history shows: the verdict label (with the first anomaly's kind when the image passed
+        anyway, as the verdict badge says it), or running / incomplete / cancelled / failed."""
+        if self.status in ("running", "interrupted"):  # interrupted: its writer died (the record can tell)
             return "running" if live_run == self.path else "incomplete"
         if self.status == "done":
+            if self.verdict == "ok" and self.first_anomaly:
+                return f"ok · {self.first_anomaly.get('kind')}"
             return self.verdict or "done"
         return self.status
 
@@ -133,9 +140,12 @@ def read_entry(folder: Path) -> RunEntry:
     record = RunRecord(folder)
     summary = record.summary()
     verdict = summary.get("verdict") or {}
+    anomaly = summary.get("first_anomaly")
     return RunEntry(str(record.path), record.run_id, str(record.created_at or ""), str(summary.get("prompt") or ""),
                     summary.get("seed"), summary.get("steps"), str(summary.get("status")),
-                    verdict.get("label") if isinstance(verdict, dict) else None, record.error)
+                    verdict.get("label") if isinstance(verdict, dict) else None, record.error,
+                    tuple(intervention_words(record.settings)), anomaly if isinstance(anomaly, dict) else None,
+                    summary.get("image"))
 
 
 class HistoryModel(QObject):

@@ -6,7 +6,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
+DEVICES = ("auto", "cpu", "cuda", "mps")  # every device a run may name
 DTYPES = ("", "float32", "float16", "bfloat16")  # "": the pipeline's own
 MAX_RECENT = 8
 
@@ -21,6 +21,7 @@ class PipelineModel(QObject):
         self.device = "auto"
         self.dtype = ""
         self.recent: list[str] = []
+        self.devices: list[str] = list(DEVICES)  # what the Device choice offers (the engine says what exists)
         self.status = "waiting"  # waiting (engine starting) | loading | loaded | failed
         self.error = ""
         self.info: dict[str, Any] = {}
@@ -47,6 +48,18 @@ class PipelineModel(QObject):
             self.dtype = dtype
             self.wanted.emit()
             self.changed.emit()
+
+    def set_devices(self, found: list[str] | None) -> None:
+        """The devices the engine found (its `ready` event); the choice offers auto, those, and nothing else.
+        A remembered device that does not exist here falls back to auto. None (an engine that does not say):
+        everything stays offered."""
+        if found is None:
+            return
+        self.devices = ["auto", *[d for d in DEVICES[1:] if d in found]]
+        if self.device not in self.devices:
+            self.device = "auto"
+            self.wanted.emit()
+        self.changed.emit()
 
     def key(self) -> tuple[str, str, str]:
         return (self.source, self.device, self.dtype)

@@ -1,4 +1,6 @@
-"""The prompt panel's state: prompt, negative prompt, seed (locked or drawn per run), steps, guidance, size."""
+"""The prompt panel's state: prompt, negative prompt, seed (locked or drawn per run), steps, guidance, size,
+scheduler, and the ghost-lab fault to inject. The fault is never remembered across launches (`to_dict` leaves it
+out): a ghost is something a user turns on for this session, knowingly, and sees on the Run button."""
 
 from __future__ import annotations
 
@@ -10,6 +12,24 @@ from PySide6.QtCore import QObject, Signal
 MAX_RANDOM_SEED = 2**32 - 1
 FIELDS = ("prompt", "negative", "seed", "seed_locked", "steps", "guidance", "width", "height", "scheduler",
           "fault")
+REMEMBERED = tuple(f for f in FIELDS if f != "fault")  # what to_dict/load_dict carry across launches
+
+
+def intervention_words(settings: dict[str, Any]) -> list[str]:
+    """What a run changes in the pipeline, in a few words: ['ghost: nan-latents', '1 bypass', '2 captures'].
+    `settings` is a RunSettings dict (queued or recorded)."""
+    words = []
+    faults = [str(f) for f in settings.get("faults") or []]
+    if faults:
+        words.append("ghost: " + ", ".join(faults))
+    bypass, capture = list(settings.get("bypass") or []), list(settings.get("capture") or [])
+    if bypass:
+        words.append(f"{len(bypass)} bypass" + ("es" if len(bypass) > 1 else ""))
+    if capture:
+        words.append(f"{len(capture)} capture" + ("s" if len(capture) > 1 else ""))
+    if settings.get("capture_attention"):
+        words.append("attention capture")
+    return words
 
 
 class PromptModel(QObject):
@@ -64,12 +84,14 @@ class PromptModel(QObject):
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in FIELDS}
+        """What is remembered across launches: everything but the ghost."""
+        return {key: getattr(self, key) for key in REMEMBERED}
 
     def load_dict(self, data: dict[str, Any]) -> None:
-        """Restore remembered values, ignoring unknown keys and values of the wrong type."""
+        """Restore remembered values, ignoring unknown keys, values of the wrong type and a ghost (an old
+        settings file may still hold one)."""
         clean: dict[str, Any] = {}
-        for key in FIELDS:
+        for key in REMEMBERED:
             value, current = data.get(key), getattr(self, key)
             if isinstance(current, bool) or isinstance(value, bool):
                 if isinstance(current, bool) and isinstance(value, bool):

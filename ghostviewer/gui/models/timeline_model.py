@@ -19,8 +19,21 @@ PLAY_INTERVAL_MS = 150
 @dataclass(frozen=True)
 class Badge:
     text: str
-    kind: str  # none | running | ok | bad | cancelled | failed | incomplete
+    kind: str  # none | running | ok | warn (image ok, an anomaly inside) | bad | cancelled | failed | incomplete
     tooltip: str = ""
+
+
+def anomaly_where(anomaly: dict) -> str:
+    """'denoise step 3', 'decode', 'encode' — never 'step None'."""
+    step = anomaly.get("step")
+    return str(anomaly.get("phase") or "?") + ("" if step is None else f" step {step}")
+
+
+def anomaly_words(anomaly: dict | None) -> str:
+    """'overflow in vae.decoder.up_blocks.1.resnets.0 (decode)' ('' when there is none)."""
+    if not anomaly:
+        return ""
+    return f"{anomaly.get('kind')} in {anomaly.get('module')} ({anomaly_where(anomaly)})"
 
 
 class TimelineModel(QObject):
@@ -83,8 +96,9 @@ class TimelineModel(QObject):
         """Re-read the steps and status of the shown run; follow the newest step when at the end."""
         if self.record is None:
             return
-        try:
-            steps, status = self.record.steps(), self.record.status
+        try:  # while the engine writes the run it stays 'running' (set_live(False) reads its end)
+            steps = self.record.steps()
+            status = self.status if self.live and self.status == "running" else self.record.status
         except RecordError:
             return  # mid-write hiccup; the next step event refreshes again
         if len(steps) != len(self.steps):
@@ -183,7 +197,7 @@ class TimelineModel(QObject):
         if record is None:
             return Badge("no run", "none")
         total = self.settings.get("steps") or "?"
-        if self.status == "running":
+        if self.status in ("running", "interrupted"):  # interrupted: the record knows its writer died
             if self.live:
                 return Badge(f"running · {self.count}/{total}", "running")
             why = "the engine stopped" if self.engine_died else "killed or still being written elsewhere"
@@ -197,6 +211,10 @@ class TimelineModel(QObject):
         scores = ", ".join(f"{k} {v:.3g}" for k, v in (verdict.get("scores") or {}).items()
                            if isinstance(v, (int, float)))
         anomaly = record.first_anomaly
-        where = "" if not anomaly else (f"\nfirst anomaly: {anomaly.get('kind')} at {anomaly.get('phase')}"
-                                        f" step {anomaly.get('step')} in {anomaly.get('module')}")
-        return Badge(label, "ok" if label == "ok" else "bad", f"verdict {label}: {scores}{where}")
+        where = "" if not anomaly else f"\nfirst anomaly: {anomaly_words(anomaly)}"
+        tooltip = f"verdict {label}: {scores}{where}"
+        if label != "ok":
+            return Badge(label, "bad", tooltip)
+        if anomaly:  # the image passes, but something inside did not: the badge says so too
+            return Badge(f"ok · {anomaly.get('kind')}", "warn", tooltip)
+        return Badge(label, "ok", tooltip)

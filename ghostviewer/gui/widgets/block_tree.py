@@ -1,9 +1,10 @@
 """The block tree: component → blocks nested by path; tick a block to bypass it (Steps: a range, double-click to
-edit), tick Capture to keep its feature maps; the first anomaly is marked. Bound to BlockModel."""
+edit), tick Capture to keep its feature maps; the first anomaly is marked; right-click ▸ Isolate this module….
+Bound to BlockModel."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -11,6 +12,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMenu,
     QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -27,6 +29,8 @@ ON, OFF = Qt.CheckState.Checked, Qt.CheckState.Unchecked
 
 
 class BlockTree(QWidget):
+    isolateRequested = Signal(str)  # a module path, from the context menu's "Isolate this module…"
+
     def __init__(self, model: BlockModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
@@ -39,9 +43,9 @@ class BlockTree(QWidget):
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Block (tick = bypass)", "Kind", "Capture", "Steps"])
         self.tree.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.tree.setColumnWidth(NAME, 230)
-        self.tree.setColumnWidth(KIND, 150)
-        self.tree.setColumnWidth(CAPTURE, 60)
+        self.tree.header().moveSection(KIND, STEPS)  # shown: Block, Capture, Steps, Kind (the ticks first)
+        for column, width in ((NAME, 210), (CAPTURE, 60), (STEPS, 50), (KIND, 130)):
+            self.tree.setColumnWidth(column, width)
         self.items: dict[str, QTreeWidgetItem] = {}
         top = QHBoxLayout()
         top.addWidget(self.filter, 1)
@@ -58,6 +62,8 @@ class BlockTree(QWidget):
         self.tree.itemChanged.connect(self._on_item_changed)
         self.tree.itemDoubleClicked.connect(self._on_double_click)
         self.tree.currentItemChanged.connect(self._on_current)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._on_context_menu)
         model.blocksChanged.connect(self._rebuild)
         model.bypassChanged.connect(self._sync_ticks)
         model.captureChanged.connect(self._sync_ticks)
@@ -157,17 +163,46 @@ class BlockTree(QWidget):
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.tree.editItem(item, STEPS)
 
+    def context_menu(self, module: str) -> QMenu:
+        menu = QMenu(self)
+        isolate = menu.addAction("Isolate this module…")
+        isolate.setToolTip("Save its real inputs, weights and a standalone repro.py, and fuzz it")
+        isolate.triggered.connect(lambda: self.isolateRequested.emit(module))
+        return menu
+
+    def _on_context_menu(self, pos: QPoint) -> None:
+        item = self.tree.itemAt(pos)
+        module = item.data(NAME, ROLE) if item is not None else None
+        if module:
+            self.context_menu(module).exec(self.tree.viewport().mapToGlobal(pos))
+
     def _on_current(self, item: QTreeWidgetItem | None, _previous: QTreeWidgetItem | None) -> None:
         if item is not None and item.data(NAME, ROLE):
             self.model.select(item.data(NAME, ROLE))
 
     def _on_selected(self, module: str) -> None:
-        item = self.items.get(module)
-        if item is not None and self.tree.currentItem() is not item:
-            self.tree.blockSignals(True)
+        """Show the module in focus: its row, else the block it is inside, else no row at all (a pipeline step
+        such as pipeline.prepare_latents is not a block) — never the previous selection."""
+        item = self.nearest_item(module)
+        if self.tree.currentItem() is item:
+            return
+        self.tree.blockSignals(True)
+        if item is None:
+            self.tree.setCurrentIndex(QModelIndex())
+            self.tree.clearSelection()
+        else:
             self.tree.setCurrentItem(item)
-            self.tree.blockSignals(False)
+        self.tree.blockSignals(False)
+        if item is not None:
             self._reveal(item)
+
+    def nearest_item(self, module: str) -> QTreeWidgetItem | None:
+        parts = module.split(".") if module else []
+        for cut in range(len(parts), 0, -1):
+            item = self.items.get(".".join(parts[:cut]))
+            if item is not None:
+                return item
+        return None
 
     def _reveal(self, item: QTreeWidgetItem) -> None:
         parent = item.parent()

@@ -1,14 +1,17 @@
 """Runs history: every run and study in the runs folder, newest first, filterable; bound to HistoryModel.
+A run row shows a thumbnail of its final image, its date and time, its verdict (with the first anomaly's kind
+when the image passed anyway), what it changed in the pipeline (ghost, bypasses) before its prompt, and its first
+anomaly.
 
 A study is a row that expands to its child runs; a child opens like a run row (runSelected with its folder).
 """
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import datetime
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLineEdit,
@@ -21,13 +24,28 @@ from PySide6.QtWidgets import (
 )
 
 from ghostviewer.gui.models.history_model import HistoryModel, RunEntry, StudyChild, StudyEntry
+from ghostviewer.gui.models.timeline_model import anomaly_words
 
 STATE_COLOURS = {"ok": "#2e7d32", "done": "#2e7d32", "running": "#1565c0", "incomplete": "#ef6c00",
                  "cancelled": "#757575", "-": "#757575"}
 BAD_COLOUR = "#c62828"
+WARN_COLOUR = "#a86400"  # the image passed, something inside did not (the verdict badge's "warn")
 PATH_ROLE = Qt.ItemDataRole.UserRole
 KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "run", "study" or "child"
-COLUMNS = 5
+COLUMNS = 6
+THUMB_PX = 24
+
+
+def when_words(created: str) -> str:
+    """'11-30 08:43' from an ISO time (in local time when it names its zone): the date and the time, always."""
+    try:
+        return datetime.fromisoformat(created).astimezone().strftime("%m-%d %H:%M")
+    except ValueError:
+        return f"{created[5:10]} {created[11:16]}".strip()
+
+
+def state_colour(state: str) -> str:
+    return WARN_COLOUR if state.startswith("ok · ") else STATE_COLOURS.get(state, BAD_COLOUR)
 
 
 class HistoryPanel(QWidget):
@@ -41,9 +59,11 @@ class HistoryPanel(QWidget):
         self.filter = QLineEdit(placeholderText="filter by prompt, seed or result", clearButtonEnabled=True)
         self.refresh_button = QPushButton("Refresh")
         self.tree = QTreeWidget(rootIsDecorated=True, uniformRowHeights=True, sortingEnabled=False)
-        self.tree.setHeaderLabels(["When", "Result", "Seed", "Steps", "Prompt"])
-        for column, width in enumerate((76, 62, 44, 40)):
+        self.tree.setHeaderLabels(["When", "Result", "Seed", "Steps", "Prompt", "First anomaly"])
+        self.tree.setIconSize(QSize(THUMB_PX, THUMB_PX))
+        for column, width in enumerate((134, 84, 44, 40, 220)):  # When: the thumbnail, the date and time
             self.tree.setColumnWidth(column, width)
+        self._thumbs: dict[str, QIcon] = {}  # final image path → its thumbnail (a final image never changes)
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         top = QHBoxLayout()
         top.addWidget(self.filter)
@@ -73,14 +93,13 @@ class HistoryPanel(QWidget):
         current = self.tree.currentItem()
         keep = current.data(0, PATH_ROLE) if current is not None else None
         expanded = {item.data(0, PATH_ROLE) for item in self._items() if item.isExpanded()}
-        today = date.today().isoformat()
         self.tree.blockSignals(True)
         self.tree.clear()
         for row in self.model.rows:
             if isinstance(row, StudyEntry):
                 item = self._study_item(row)
             else:
-                item = self._run_item(row, today)
+                item = self._run_item(row)
             self.tree.addTopLevelItem(item)
             item.setExpanded(row.path in expanded)
         for item in self._items():
@@ -89,21 +108,42 @@ class HistoryPanel(QWidget):
         self.tree.blockSignals(False)
         self._apply_filter(self.filter.text())
 
-    def _run_item(self, entry: RunEntry, today: str) -> QTreeWidgetItem:
+    def thumbnail(self, path: str | None) -> QIcon | None:
+        if not path:
+            return None
+        if path not in self._thumbs:
+            image = QImage(path)
+            if image.isNull():
+                return None
+            self._thumbs[path] = QIcon(QPixmap.fromImage(image.scaled(
+                THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)))
+        return self._thumbs[path]
+
+    def _run_item(self, entry: RunEntry) -> QTreeWidgetItem:
         state = entry.state(self.model.live_run)
-        when = entry.created[11:19] if entry.created[:10] == today else entry.created[:10]
-        item = QTreeWidgetItem([when, state, str(entry.seed), str(entry.steps), entry.prompt])
+        changes = f"[{' · '.join(entry.changes)}] " if entry.changes else ""
+        anomaly = anomaly_words(entry.first_anomaly)
+        item = QTreeWidgetItem([when_words(entry.created), state, str(entry.seed), str(entry.steps),
+                                changes + entry.prompt, anomaly])
         item.setData(0, PATH_ROLE, entry.path)
         item.setData(0, KIND_ROLE, "run")
+        icon = self.thumbnail(entry.image)
+        if icon is not None:
+            item.setIcon(0, icon)
         item.setToolTip(0, entry.created)
-        item.setToolTip(4, entry.prompt)
+        item.setToolTip(4, changes + entry.prompt)
         item.setToolTip(1, entry.error or entry.path)
-        item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, BAD_COLOUR))))
+        item.setToolTip(5, f"first anomaly: {anomaly}" if anomaly else "no anomaly")
+        item.setForeground(1, QBrush(QColor(state_colour(state))))
+        if entry.changes:
+            item.setForeground(4, QBrush(QColor(WARN_COLOUR)))
+        if anomaly:
+            item.setForeground(5, QBrush(QColor(BAD_COLOUR)))
         return item
 
     def _study_item(self, study: StudyEntry) -> QTreeWidgetItem:
         state = study.state(self.model.live_run)
-        when = f"{study.created[5:10]} {study.created[11:16]}"  # a study spans time: always date and time
+        when = when_words(study.created)
         text = f"{study.kind}: {study.result}" if study.result else study.kind
         item = QTreeWidgetItem([when, state, "", study.progress, text])
         item.setData(0, PATH_ROLE, study.path)
@@ -112,7 +152,7 @@ class HistoryPanel(QWidget):
         item.setToolTip(1, study.error or study.path)
         item.setToolTip(3, f"{study.progress} runs done")
         item.setToolTip(4, f"{study.kind} study {study.study_id}: {study.result}")
-        item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, BAD_COLOUR))))
+        item.setForeground(1, QBrush(QColor(state_colour(state))))
         font = item.font(4)
         font.setBold(True)
         item.setFont(4, font)
@@ -127,7 +167,7 @@ class HistoryPanel(QWidget):
         item.setData(0, KIND_ROLE, "child")
         item.setToolTip(4, child.label)
         item.setToolTip(1, child.path)
-        item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, BAD_COLOUR))))
+        item.setForeground(1, QBrush(QColor(state_colour(state))))
         return item
 
     # -- filtering and selection ------------------------------------------------------------------------

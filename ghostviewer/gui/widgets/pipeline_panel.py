@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ghostviewer.gui.models.pipeline_model import DEVICES, DTYPES, PipelineModel
+from ghostviewer.gui.models.pipeline_model import DTYPES, PipelineModel
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.ckpt *.bin *.pt *.pth);;All files (*)"
 
@@ -27,8 +27,7 @@ class PipelinePanel(QWidget):
         self.folder_button = QPushButton("Folder…", toolTip="A diffusers pipeline folder (model_index.json)")
         self.file_button = QPushButton("File…", toolTip="A single-file checkpoint (.safetensors)")
         self.recent = QComboBox(toolTip="Recent pipelines")
-        self.device = QComboBox()
-        self.device.addItems(list(DEVICES))
+        self.device = QComboBox(toolTip="Where the engine runs the pipeline (auto: the best device found)")
         self.dtype = QComboBox()
         for dtype in DTYPES:
             self.dtype.addItem(dtype or "pipeline default", dtype)
@@ -78,6 +77,12 @@ class PipelinePanel(QWidget):
         for source in m.recent:
             self.recent.addItem("demo pipeline" if source == "demo" else source, source)
         self.recent.blockSignals(False)
+        devices = m.devices if m.device in m.devices else [*m.devices, m.device]
+        if [self.device.itemText(i) for i in range(self.device.count())] != devices:
+            self.device.blockSignals(True)
+            self.device.clear()
+            self.device.addItems(devices)
+            self.device.blockSignals(False)
         for combo, value in ((self.device, m.device), (self.dtype, m.dtype)):
             combo.blockSignals(True)
             index = combo.findData(value) if combo is self.dtype else combo.findText(value)

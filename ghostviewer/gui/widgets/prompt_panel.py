@@ -1,26 +1,35 @@
-"""Prompt panel: prompt, negative, seed (lock, randomise), steps, guidance, size, scheduler; bound to
-PromptModel both ways. The Run button only asks; the controller queues."""
+"""Prompt panel: prompt, negative, seed (lock, randomise), steps, guidance, size, scheduler, ghost; bound to
+PromptModel both ways. The fields scroll when the dock is short; the Run button stays below them, always in
+view, and says what the next run will change in the pipeline (ghost, bypasses, captures). The Run button only
+asks; the controller queues."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QRegularExpression, Qt, Signal
-from PySide6.QtGui import QRegularExpressionValidator
+from PySide6.QtGui import QRegularExpressionValidator, QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
+    QSizePolicy,
     QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.pipeline_model import PipelineModel
-from ghostviewer.gui.models.prompt_model import PromptModel
+from ghostviewer.gui.models.prompt_model import PromptModel, intervention_words
+
+RUN_TEXT = "Run  (Ctrl+Enter)"
+ACTIVE_STYLE = "QPushButton { color: #ef6c00; font-weight: bold; }"
 
 
 def _size_box() -> QSpinBox:
@@ -32,11 +41,12 @@ def _size_box() -> QSpinBox:
 class PromptPanel(QWidget):
     runRequested = Signal()
 
-    def __init__(self, model: PromptModel, pipeline: PipelineModel, parent: QWidget | None = None) -> None:
+    def __init__(self, model: PromptModel, pipeline: PipelineModel, blocks: BlockModel | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model, self.pipeline = model, pipeline
+        self.model, self.pipeline, self.blocks = model, pipeline, blocks
         self.prompt = QPlainTextEdit(placeholderText="a red circle on a blue background")
-        self.prompt.setFixedHeight(64)
+        self.prompt.setFixedHeight(56)
         self.negative = QLineEdit(placeholderText="negative prompt (optional)")
         self.seed = QLineEdit(validator=QRegularExpressionValidator(QRegularExpression(r"\d{1,19}")))
         self.lock = QToolButton(text="Lock", checkable=True,
@@ -47,7 +57,9 @@ class PromptPanel(QWidget):
         self.width_box, self.height_box = _size_box(), _size_box()
         self.scheduler = QComboBox()
         self.fault = QComboBox(toolTip="Inject a known bug from the ghost lab (fault presets)")
-        self.run_button = QPushButton("Run  (Ctrl+Enter)")
+        self.run_text = RUN_TEXT  # what the Run button says in full (elided when the dock is narrow)
+        self.run_button = QPushButton(RUN_TEXT)
+        self.run_button.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)  # long texts elide
         seed_row = QHBoxLayout()
         for widget in (self.seed, self.lock, self.dice):
             seed_row.addWidget(widget)
@@ -62,11 +74,19 @@ class PromptPanel(QWidget):
         form.addRow("Size (w×h)", size_row)
         form.addRow("Scheduler", self.scheduler)
         form.addRow("Ghost", self.fault)
+        fields = QWidget()
+        column = QVBoxLayout(fields)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.prompt)
+        column.addLayout(form)
+        column.addStretch(1)
+        self.scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(fields)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.prompt)
-        layout.addLayout(form)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.scroll, 1)
         layout.addWidget(self.run_button)
-        layout.addStretch(1)
         self.prompt.textChanged.connect(lambda: model.update(prompt=self.prompt.toPlainText()))
         self.negative.textEdited.connect(lambda text: model.update(negative=text))
         self.seed.textEdited.connect(lambda text: model.update(seed=int(text)) if text else None)
@@ -83,8 +103,41 @@ class PromptPanel(QWidget):
         model.changed.connect(self._sync)
         pipeline.changed.connect(self._sync_schedulers)
         pipeline.changed.connect(self._sync_faults)
+        if blocks is not None:
+            blocks.bypassChanged.connect(self._sync_run_button)
+            blocks.captureChanged.connect(self._sync_run_button)
         self._sync()
         self._sync_schedulers()
+
+    def active_words(self) -> list[str]:
+        """What the next run changes in the pipeline: ghost, bypasses, captures."""
+        settings = {"faults": [self.model.fault] if self.model.fault else []}
+        if self.blocks is not None:
+            settings |= self.blocks.run_fields()
+        return intervention_words(settings)
+
+    def _sync_run_button(self) -> None:
+        words = self.active_words()
+        text = f"Run ({', '.join(words)})" if words else RUN_TEXT
+        if self.run_text != text:
+            self.run_text = text
+            self.run_button.setStyleSheet(ACTIVE_STYLE if words else "")
+            self.run_button.setToolTip(
+                "The next run changes the pipeline: " + ", ".join(words) + " (Ctrl+Enter)" if words
+                else "Queue a run with these settings (Ctrl+Enter)")
+        self._elide_run_button()
+
+    def _elide_run_button(self) -> None:
+        """The full text when it fits the button, else cut at the end with '…' (the tooltip has it all)."""
+        room = self.run_button.width() - 16
+        text = self.run_text if not self.isVisible() else self.run_button.fontMetrics().elidedText(
+            self.run_text, Qt.TextElideMode.ElideRight, max(room, 40))
+        if self.run_button.text() != text:
+            self.run_button.setText(text)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._elide_run_button()
 
     def _on_scheduler(self, index: int) -> None:
         if index >= 0:
@@ -142,3 +195,4 @@ class PromptPanel(QWidget):
         self.scheduler.blockSignals(True)
         self.scheduler.setCurrentIndex(max(0, self.scheduler.findData(m.scheduler)))
         self.scheduler.blockSignals(False)
+        self._sync_run_button()

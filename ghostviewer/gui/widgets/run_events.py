@@ -1,5 +1,8 @@
 """The shown run's event log from its record: a search box (FTS5, or a substring when the query is not valid
-FTS), a level filter and a time/level/kind/message table. Bound to TimelineModel (follows the shown run)."""
+FTS), a level filter and a time/level/kind/message table. Bound to TimelineModel (follows the shown run).
+
+Plain words match as prefixes, as one types: `nan lat` finds "NaN in the latents" (FTS `"nan"* "lat"*`); a query
+with FTS syntax of its own (quotes, `*`, AND/OR/NOT/NEAR, parentheses) is passed on as written."""
 
 from __future__ import annotations
 
@@ -22,6 +25,18 @@ from ghostviewer.record import Event, RecordError
 
 LEVELS = ("all", "info", "warning", "error")
 COLUMNS = ("time", "level", "kind", "message")
+FTS_SYNTAX = ('"', "*", "(", ")", "^")
+FTS_OPERATORS = {"AND", "OR", "NOT", "NEAR"}
+
+
+def prefix_query(text: str) -> str | None:
+    """The FTS query for what the user typed: each plain word a prefix; None for an empty box."""
+    words = text.split()
+    if not words:
+        return None
+    if any(mark in text for mark in FTS_SYNTAX) or FTS_OPERATORS & set(words):
+        return text.strip()
+    return " ".join(f'"{word}"*' for word in words)
 
 
 def event_time(t: float) -> str:
@@ -32,7 +47,7 @@ class RunEventsView(QWidget):
     def __init__(self, timeline: TimelineModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.timeline = timeline
-        self.search = QLineEdit(placeholderText="Search the run's events (words, prefix*, \"phrases\")",
+        self.search = QLineEdit(placeholderText="Search the run's events (words match as you type)",
                                 clearButtonEnabled=True)
         self.level = QComboBox(toolTip="Show only events of this level")
         self.level.addItems(LEVELS)
@@ -63,7 +78,7 @@ class RunEventsView(QWidget):
         level = self.level.currentText()
         try:
             self.events = [] if record is None else record.events(
-                search=self.search.text().strip() or None, level=None if level == "all" else level)
+                search=prefix_query(self.search.text()), level=None if level == "all" else level)
         except RecordError:
             self.events = []
         self.table.setRowCount(len(self.events))

@@ -1,4 +1,6 @@
-"""One line above the images saying which run is shown: prompt, seed, steps, scheduler, run folder."""
+"""One line above the images saying which run is shown: prompt, what the run changed in the pipeline (ghost,
+bypasses, captures — never silently, and first, so a narrow window cuts the run folder, not them), seed, steps,
+scheduler, run folder; and its first anomaly below."""
 
 from __future__ import annotations
 
@@ -7,7 +9,11 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
-from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.gui.models.prompt_model import intervention_words
+from ghostviewer.gui.models.timeline_model import TimelineModel, anomaly_words
+
+WARN = "#ef6c00"
+BAD = "#c62828"
 
 
 class RunHeader(QLabel):
@@ -31,14 +37,14 @@ class RunHeader(QLabel):
         details = [f"seed {s.get('seed')}", f"{s.get('steps')} steps", f"guidance {s.get('guidance')}"]
         if s.get("scheduler"):
             details.append(str(s.get("scheduler")))
-        if s.get("faults"):
-            details.append("ghost: " + ", ".join(map(str, s.get("faults") or [])))
+        changed = intervention_words(s)
+        changed_html = (f" &nbsp;<b style='color:{WARN}'>[{html.escape(' · '.join(changed))}]</b>"
+                        if changed else "")
         anomaly = record.first_anomaly if self.model.status != "running" else None
-        where = ""
-        if anomaly:
-            step = "" if anomaly.get("step") is None else f" step {anomaly.get('step')}"
-            where = (f"<br><span style='color:#c62828'>first anomaly: {html.escape(str(anomaly.get('kind')))}"
-                     f" in {html.escape(str(anomaly.get('module')))} ({anomaly.get('phase')}{step})</span>")
-        self.setText(f"<b>“{prompt}”</b> &nbsp;·&nbsp; {html.escape(' · '.join(details))}"
+        where = (f"<br><span style='color:{BAD}'>first anomaly: {html.escape(anomaly_words(anomaly))}</span>"
+                 if anomaly else "")
+        self.setText(f"<b>“{prompt}”</b>{changed_html} &nbsp;·&nbsp; {html.escape(' · '.join(details))}"
                      f" &nbsp;<span style='color:#888'>{html.escape(record.run_id)}</span>{where}")
-        self.setToolTip(str(record.path))
+        bypass = "\n".join(f"bypass {b}" for b in s.get("bypass") or [])
+        capture = "\n".join(f"capture {c}" for c in s.get("capture") or [])
+        self.setToolTip("\n".join(t for t in (str(record.path), bypass, capture) if t))

@@ -1,15 +1,18 @@
-"""The stats heat map: denoiser modules (rows, execution order) × steps, coloured by one statistic; NaN/Inf
-cells red, the first anomaly outlined. A click moves the timeline's step and the module in focus (BlockModel).
-Columns are the record's step indexes; the grid is read again only while the view is on screen."""
+"""The stats heat map: every traced module (rows, execution order: text encoder, denoiser, VAE) × the run's
+phases (columns: enc | the denoising steps | dec), coloured by one statistic; NaN/Inf cells red, the first
+anomaly outlined wherever it happened. A click moves the timeline's step and the module in focus (BlockModel).
+Step columns are the record's step indexes. The grid is read off the GUI thread, only while the view is on
+screen, and not while the engine writes the run (it fills in when the run ends)."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QResizeEvent
+from PySide6.QtCore import QPointF, QRectF, Qt, QThreadPool, QTimer, Signal
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from ghostviewer.analysis.stat_grid import (
@@ -26,19 +29,31 @@ from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import is_shown, watch_visibility
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import BACKGROUND
-from ghostviewer.record import RecordError
+from ghostviewer.record import RecordError, RunRecord
 
 HEATMAP_COLORMAP = "inferno"
 LIVE_REFRESH_MS = 250
 LABEL_PX = 11  # the height one module label needs
+COLUMN_LABEL_PX = 24  # the width one column label ("dec", "18") needs
+
+
+def read_grid(record: RunRecord) -> tuple[StatGrid | None, tuple[int, int] | None] | None:
+    """The run's stat grid and its first anomaly's cell (a worker thread calls this); None when unreadable."""
+    try:
+        rows = record.stats()
+        grid = stat_grid(rows) if rows else None
+        return grid, None if grid is None else grid.anomaly_cell(record.first_anomaly)
+    except RecordError:
+        return None
 
 
 def short(module: str) -> str:
-    return module.removeprefix("unet.").removeprefix("transformer.")
+    return module.removeprefix("unet.").removeprefix("transformer.").replace("text_encoder.", "text.", 1)
 
 
 class StatsHeatmap(QWidget):
     jumpRequested = Signal()
+    _sigGrid = Signal(object, object)  # (what was read, read_grid's answer) from a worker
 
     def __init__(self, timeline: TimelineModel, blocks: BlockModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -46,20 +61,22 @@ class StatsHeatmap(QWidget):
         self.stat = QComboBox(toolTip="The statistic that colours the cells")
         self.stat.addItems(list(HEATMAP_STATS))
         self.log = QCheckBox("log", checked=True, toolTip="log10 colour scale (absmax, std, fp16 headroom)")
-        self.jump = QPushButton("Jump to first anomaly", toolTip="Select the first anomaly's module and step (Ctrl+J)")
+        self.jump = QPushButton("⚠ First anomaly", toolTip="Select the first anomaly's module and step (Ctrl+J)")
         self.info = QLabel()
         self.info.setStyleSheet("color: #aaa")
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         bar = QHBoxLayout()
         for widget in (self.stat, self.log, self.jump):
             bar.addWidget(widget)
-        bar.addWidget(self.info, 1)
+        bar.addStretch(1)
         self.plot = pg.PlotWidget(background=BACKGROUND)
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.hideButtons()
         self.plot.invertY(True)
-        self.plot.setLabel("bottom", "step")
+        self.plot.setLabel("bottom", "enc · denoising step · dec")
+        self.plot.getAxis("bottom").setStyle(hideOverlappingLabels=False)  # "enc" and "dec" sit at the edges
+        self.plot.getPlotItem().setContentsMargins(2, 2, 14, 2)  # room for "dec" past the last column
         self.plot.getAxis("left").setStyle(tickFont=QFont(self.font().family(), 7))
         self.image = pg.ImageItem()
         self.plot.addItem(self.image)
@@ -72,18 +89,25 @@ class StatsHeatmap(QWidget):
         for item in (self.step_line, self.cursor, self.anomaly):
             self.plot.addItem(item)
             item.setVisible(False)
+        self.phase_lines: list[pg.InfiniteLine] = []  # between enc | steps | dec
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(bar)
         layout.addWidget(self.plot, 1)
+        layout.addWidget(self.info)
         self.lut = pg.colormap.get(HEATMAP_COLORMAP).getLookupTable(nPts=256, alpha=False)
         self.grid: StatGrid | None = None
+        self._anomaly_cell: tuple[int, int] | None = None  # read once per reload, not once per step shown
+        self._wanted: tuple[str, str, int] | None = None  # the (run, status, steps) being read
+        self._reading = False
+        self._sigGrid.connect(self._on_grid)
         self._stale = False  # the run changed while the view was hidden
         self._pending = QTimer(self, singleShot=True, interval=LIVE_REFRESH_MS)
         self._pending.timeout.connect(self.reload)
         self.stat.currentTextChanged.connect(lambda _s: self._draw())
         self.log.toggled.connect(lambda _on: self._draw())
         self.jump.clicked.connect(self.jumpRequested)
+        self.plot.getViewBox().sigResized.connect(lambda _box: (self._label_rows(), self._label_columns()))
         self.plot.scene().sigMouseClicked.connect(self._on_click)
         self.plot.scene().sigMouseMoved.connect(self._on_hover)
         timeline.runChanged.connect(self.reload)
@@ -96,6 +120,11 @@ class StatsHeatmap(QWidget):
         self.reload()
 
     # -- data -------------------------------------------------------------------------------------
+    @property
+    def loading(self) -> bool:
+        """A grid is being read, or will be shortly (a refresh is pending)."""
+        return self._reading or self._pending.isActive()
+
     def _on_steps(self, _count: int) -> None:
         # Re-reading every row and redrawing the grid costs tens of milliseconds on the GUI thread; during a
         # live run that would stall the window once a refresh, so the grid fills in when the run ends.
@@ -110,12 +139,32 @@ class StatsHeatmap(QWidget):
             return
         self._stale = False
         record = self.timeline.record
-        try:
-            rows = record.stats(phase="denoise") if record is not None else []
-        except RecordError:
+        if record is None or self.timeline.live:
+            self._wanted, self._reading = None, False
+            self.grid, self._anomaly_cell = None, None
+            self._draw()
             return
-        self.grid = stat_grid(rows) if rows else None
-        self._draw()
+        key = (str(record.path), self.timeline.status, self.timeline.count)
+        if self._wanted is None or self._wanted[0] != key[0]:  # another run: not a moment of the old grid
+            self.grid, self._anomaly_cell = None, None
+            self._draw()
+        self._wanted, self._reading = key, True
+        QThreadPool.globalInstance().start(lambda: self._read(key, record))
+
+    def _read(self, key: tuple[str, str, int], record: RunRecord) -> None:
+        result = read_grid(record)
+        try:
+            self._sigGrid.emit(key, result)  # queued to the GUI thread
+        except RuntimeError:  # the view is gone
+            pass
+
+    def _on_grid(self, key: Any, result: Any) -> None:
+        if key != self._wanted:
+            return  # another run (or more of it) was asked for since
+        self._reading = False
+        if result is not None:
+            self.grid, self._anomaly_cell = result
+            self._draw()
 
     def _draw(self) -> None:
         grid, stat = self.grid, self.stat.currentText()
@@ -129,16 +178,38 @@ class StatsHeatmap(QWidget):
         values = grid_values(grid, stat)
         rgba, (lo, hi) = grid_rgba(display_values(values, stat, self.log.isChecked()), grid.bad, self.lut)
         self.image.setImage(rgba, autoLevels=False, levels=(0, 255))
-        self.image.setRect(QRectF(-0.5, 0, len(grid.steps), len(grid.modules)))
+        columns = len(grid.columns)
+        self.image.setRect(QRectF(-0.5, 0, columns, len(grid.modules)))
         self._label_rows()
-        bottom = self.plot.getAxis("bottom")
-        every = max(1, len(grid.steps) // 6)
-        bottom.setTicks([[(float(j), str(s)) for j, s in enumerate(grid.steps) if j % every == 0]])
-        self.plot.setXRange(-0.5, len(grid.steps) - 0.5, padding=0)
+        self._label_columns()
+        self._draw_phase_lines(grid)
+        self.plot.setXRange(-0.5, columns - 0.5, padding=0)
         self.plot.setYRange(0, len(grid.modules), padding=0)
         scale = "log10 " if self.log.isChecked() and stat != "nan_count" else ""
         self.info.setText(f"{scale}{stat}: {fmt(lo)} … {fmt(hi)} · red = NaN/Inf")
         self._mark()
+
+    def _label_columns(self) -> None:
+        """enc and dec always; the step columns (their record index) every k-th, where they fit beside them."""
+        grid = self.grid
+        if grid is None or not grid.columns:
+            return
+        col_px = max(self.plot.getViewBox().width(), 1.0) / len(grid.columns)
+        every = max(1, math.ceil(COLUMN_LABEL_PX / col_px))
+        fixed = [j for j, (phase, _s) in enumerate(grid.columns) if phase != "denoise"]
+        steps = [j for j, (phase, _s) in enumerate(grid.columns) if phase == "denoise"]
+        shown = set(fixed) | {j for n, j in enumerate(steps)
+                              if n % every == 0 and all(abs(j - f) >= every for f in fixed)}
+        self.plot.getAxis("bottom").setTicks([[(float(j), grid.label(j)) for j in sorted(shown)]])
+
+    def _draw_phase_lines(self, grid: StatGrid) -> None:
+        """A line between enc | the steps | dec."""
+        for line in self.phase_lines:
+            self.plot.removeItem(line)
+        self.phase_lines = [pg.InfiniteLine(end + 0.5, angle=90, pen=pg.mkPen("#9e9e9e", width=1))
+                            for _phase, _start, end in grid.phase_spans()[:-1]]
+        for line in self.phase_lines:
+            self.plot.addItem(line)
 
     def _label_rows(self) -> None:
         """One module label per row where they fit, else every k-th (labels must not overlap)."""
@@ -150,30 +221,37 @@ class StatsHeatmap(QWidget):
         self.plot.getAxis("left").setTicks(
             [[(i + 0.5, short(m)) for i, m in enumerate(grid.modules) if i % every == 0]])
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
-        super().resizeEvent(event)
-        self._label_rows()
-
     # -- markers ----------------------------------------------------------------------------------
     def _step_number(self) -> int | None:
         return None if self.timeline.step < 0 else self.timeline.step
 
-    def _place(self, item: pg.QtWidgets.QGraphicsRectItem, module: str, step: int | None) -> None:
-        cell = self.grid.cell(module, step) if self.grid is not None and step is not None else None
+    def _place(self, item: pg.QtWidgets.QGraphicsRectItem, cell: tuple[int, int] | None) -> None:
         item.setVisible(cell is not None)
         if cell is not None:
             item.setRect(QRectF(cell[1] - 0.5, cell[0], 1, 1))
 
+    def _cursor_cell(self, module: str, step: int | None) -> tuple[int, int] | None:
+        """The selected module at the shown step, or in its own phase's column (a text-encoder or VAE module)."""
+        grid = self.grid
+        if grid is None or module not in grid.modules:
+            return None
+        cell = grid.cell(module, step) if step is not None else None
+        home = grid.home_column(module)
+        return cell if cell is not None or home is None else (grid.modules.index(module), home)
+
+    def anomaly_cell(self) -> tuple[int, int] | None:
+        """The first anomaly's cell: its module in its phase (and step); None when there is none."""
+        return self._anomaly_cell
+
     def _mark(self) -> None:
         step = self._step_number()
         grid = self.grid
-        self.step_line.setVisible(grid is not None and step in (grid.steps if grid else []))
-        if grid is not None and step in grid.steps:
-            self.step_line.setValue(grid.steps.index(step))
-        self._place(self.cursor, self.blocks.selected, step)
-        record = self.timeline.record
-        anomaly = (record.first_anomaly if record is not None else None) or {}
-        self._place(self.anomaly, str(anomaly.get("module") or ""), anomaly.get("step"))
+        column = grid.step_column(step) if grid is not None and step is not None else None
+        self.step_line.setVisible(column is not None)
+        if column is not None:
+            self.step_line.setValue(column)
+        self._place(self.cursor, self._cursor_cell(self.blocks.selected, step))
+        self._place(self.anomaly, self._anomaly_cell)
 
     # -- mouse ------------------------------------------------------------------------------------
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
@@ -181,17 +259,18 @@ class StatsHeatmap(QWidget):
             return None
         point = self.plot.getViewBox().mapSceneToView(scene_pos)
         row, col = int(np.floor(point.y())), int(np.floor(point.x() + 0.5))
-        if 0 <= row < len(self.grid.modules) and 0 <= col < len(self.grid.steps):
+        if 0 <= row < len(self.grid.modules) and 0 <= col < len(self.grid.columns):
             return row, col
         return None
 
     def select_cell(self, row: int, col: int) -> None:
-        """Focus the module of `row` (tree, feature maps) and move the timeline to the step of `col`."""
+        """Focus the module of `row` (tree, feature maps) and move the timeline to the step of `col` (a step
+        column; enc and dec leave the timeline where it is)."""
         if self.grid is None:
             return
-        module, step = self.grid.modules[row], self.grid.steps[col]
+        module, (phase, step) = self.grid.modules[row], self.grid.columns[col]
         self.blocks.select(module)
-        if self.timeline.position_of(step) is not None:
+        if phase == "denoise" and step is not None and self.timeline.position_of(step) is not None:
             self.timeline.set_step(step)
         self._mark()
 
@@ -206,5 +285,7 @@ class StatsHeatmap(QWidget):
         if row is None:
             self.plot.setToolTip("")
             return
-        self.plot.setToolTip(f"{row.module} · step {row.step}\n{row_summary(row)}\n"
+        call = f" (call {row.call})" if row.call else ""
+        where = f"step {row.step}" if row.phase == "denoise" else row.phase + call
+        self.plot.setToolTip(f"{row.module} · {where}\n{row_summary(row)}\n"
                              f"fp16 headroom {fmt(row.fp16_headroom)} · NaN {row.nan_count} · Inf {row.inf_count}")

@@ -1,17 +1,21 @@
 """The images of the selected step: latent channels (colour-mapped), the cheap previews of x_t and of the
 predicted x0, a full VAE decode when asked for, and the final image. Bound to StepDataModel (the step) and
-TimelineModel (the run's final image)."""
+TimelineModel (the run's final image, read off the GUI thread once per run and status)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QThreadPool, Signal
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from ghostviewer.gui.models.step_data_model import StepDataModel, is_shown
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.step_data import NO_STEP, StepData, channel_mosaic, read_rgb
+from ghostviewer.gui.step_data import NO_STEP, NON_FINITE_RGBA, StepData, channel_mosaic, read_rgb
 from ghostviewer.gui.widgets.image_pane import ImagePane
+from ghostviewer.record import RecordError, RunRecord
 
 PANES = ("latents", "x_t preview", "predicted x₀", "VAE decode", "final image")
 # (row, column, rowspan): latents large on the left, the four RGB views in a 2×2 grid beside it
@@ -20,7 +24,17 @@ PLACES = {"latents": (0, 0, 2), "x_t preview": (0, 1, 1), "predicted x₀": (0, 
 LATENT_COLORMAP = "CET-D1"
 
 
+def read_final(record: RunRecord) -> np.ndarray | None:
+    """The run's final image (a worker thread calls this)."""
+    try:
+        return read_rgb(record.image_path("final"))
+    except RecordError:
+        return None
+
+
 class StepImages(QWidget):
+    _sigFinal = Signal(object, object)  # (run folder, status) it was read for, the image or None
+
     def __init__(self, model: TimelineModel, data: StepDataModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model, self.data = model, data
@@ -34,8 +48,10 @@ class StepImages(QWidget):
         grid.setColumnStretch(0, 2)
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(2, 1)
-        self._final_path: str | None = None
+        self._final_for: tuple[str, str] | None = None  # (run folder, status) the final image was asked for
+        self.final_loading = False
         self.shown: StepData = NO_STEP  # the step drawn now
+        self._sigFinal.connect(self._on_final)
         model.runChanged.connect(self._show_final)
         model.statusChanged.connect(self._show_final)
         data.stepLoaded.connect(self._on_data)
@@ -73,16 +89,38 @@ class StepImages(QWidget):
             self._set("latents", None)
         self._set("x_t preview", view.latents_preview)
         self._set("predicted x₀", view.x0_preview)
-        self._set("VAE decode", view.decoded,
-                  f"VAE decode · step {view.step + 1}" if view.decoded is not None else "VAE decode (none yet)")
+        decoded, title = view.decoded, f"VAE decode · step {view.step}"
+        if decoded is None:
+            title = "VAE decode (none yet)"
+        elif view.latents is not None and not np.isfinite(view.latents).all():
+            # A PNG cannot hold NaN (it was written black); a VAE decode of non-finite latents is non-finite
+            # everywhere (its group norms spread it): shown magenta, as every non-finite pixel is.
+            decoded = np.full(decoded.shape, NON_FINITE_RGBA[:3], np.uint8)
+            title += " · NaN/Inf"
+        self._set("VAE decode", decoded, title)
 
     def _show_final(self) -> None:
         record = self.model.record
-        path = None if record is None else record.image_path("final")
-        if str(path) == self._final_path and path is not None:
+        if record is None:
+            self._final_for, self.final_loading = None, False
+            self._set("final image", None)
             return
-        self._final_path = None if path is None else str(path)
-        image = read_rgb(path)
-        status = "" if record is None else record.status
-        self._set("final image", image, "final image" if image is not None or status != "running"
-                  else "final image (pending)")
+        key = (str(record.path), self.model.status)
+        if key == self._final_for:
+            return
+        self._final_for, self.final_loading = key, True
+        QThreadPool.globalInstance().start(lambda: self._read_final(key, record))
+
+    def _read_final(self, key: tuple[str, str], record: RunRecord) -> None:
+        image = read_final(record)
+        try:
+            self._sigFinal.emit(key, image)  # queued to the GUI thread
+        except RuntimeError:  # the view is gone
+            pass
+
+    def _on_final(self, key: Any, image: np.ndarray | None) -> None:
+        if key != self._final_for:
+            return  # another run (or status) was asked for since
+        self.final_loading = False
+        pending = image is None and key[1] == "running"
+        self._set("final image", image, "final image (pending)" if pending else "final image")

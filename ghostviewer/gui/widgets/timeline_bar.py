@@ -1,13 +1,14 @@
 """The scrub bar under the images: play/pause, the step slider, the step's numbers, the verdict badge, and
 the decode and replay buttons. Bound to TimelineModel both ways: the slider is the step's place in the list
-(TimelineModel.position), the label says the record's step index."""
+(TimelineModel.position), the label says the record's step index — 0-based, like the record, the heat map, the
+plot and every message."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSlider, QToolButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSlider, QStyle, QToolButton, QWidget
 
 from ghostviewer.analysis.compare import describe_divergence
 from ghostviewer.gui.models.timeline_model import TimelineModel
@@ -21,15 +22,19 @@ class TimelineBar(QWidget):
     def __init__(self, model: TimelineModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.play = QToolButton(text="▶", checkable=True, toolTip="Play / pause (Space)")
+        self.play = QToolButton(checkable=True, toolTip="Play / pause (Space)")
+        self._icons = {playing: self.style().standardIcon(pixmap) for playing, pixmap in (
+            (False, QStyle.StandardPixmap.SP_MediaPlay), (True, QStyle.StandardPixmap.SP_MediaPause))}
+        self.play.setIcon(self._icons[False])
         self.slider = QSlider(Qt.Orientation.Horizontal, minimum=0, maximum=0, pageStep=5)
-        self.slider.setToolTip("Denoising step (← / →)")
+        self.slider.setToolTip("Denoising step (← / →, Home / End)")
+        self.slider.setMinimumWidth(100)  # nothing beside it may squeeze it away
         self.step_label = QLabel("no run")
-        self.step_label.setMinimumWidth(170)
+        self.step_label.setMinimumWidth(self.fontMetrics().horizontalAdvance("step 88 of 0–99 · t=888") + 4)
         self.badge = VerdictBadge()
-        self.decode = QToolButton(text="Decode step", toolTip="Full VAE decode of this step's latents (engine)")
+        self.decode = QToolButton(text="Decode", toolTip="Full VAE decode of this step's latents (Ctrl+D)")
         self.replay = QToolButton(text="Replay seed", toolTip="Re-run with exactly the recorded settings (Ctrl+R)")
-        self.replay_result = QLabel()
+        self.replay_result = QLabel()  # a few words; the details in its tooltip
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 2, 4, 2)
@@ -71,23 +76,27 @@ class TimelineBar(QWidget):
         if info is None:
             self.step_label.setText("no steps recorded" if self.model.record is not None else "no run")
             return
-        total = self.model.settings.get("steps", "?")
+        total = self.model.settings.get("steps")
+        last = f" of 0–{int(total) - 1}" if isinstance(total, int) and total > 0 else ""
         sigma = "" if info.sigma is None else f" σ={info.sigma:.3g}"
-        timestep = "" if info.timestep is None else f" t={info.timestep:.0f}"
-        self.step_label.setText(f"step {info.index + 1}/{total}{timestep}{sigma} · {info.wall_s * 1000:.0f} ms")
+        timestep = "" if info.timestep is None else f" · t={info.timestep:.0f}"
+        self.step_label.setText(f"step {info.index}{last}{timestep}")
+        self.step_label.setToolTip(f"step {info.index} (the record's index, from 0){timestep}{sigma}"
+                                   f" · {info.wall_s * 1000:.0f} ms")
 
     def _on_playing(self, playing: bool) -> None:
         self.play.setChecked(playing)
-        self.play.setText("⏸" if playing else "▶")
+        self.play.setIcon(self._icons[playing])
 
     def show_replay(self, result: dict[str, Any]) -> None:
-        reproduced = result.get("reproduced")
+        reproduced, where = result.get("reproduced"), ""
         if reproduced is None:
-            text, colour = "replay did not finish", "#757575"
+            text, colour = "replay unfinished", "#757575"
         elif reproduced:
-            text, colour = f"seed {result.get('seed')}: reproduced ✓", "#2e7d32"
+            text, colour = "reproduced ✓", "#2e7d32"
         else:
-            where = describe_divergence(result.get("first_divergence") or {})
-            text, colour = f"seed {result.get('seed')}: NOT reproduced ✗ ({where})", "#c62828"
+            where = "first difference: " + describe_divergence(result.get("first_divergence") or {}) + "\n"
+            text, colour = "NOT reproduced ✗", "#c62828"
         self.replay_result.setText(f"<b style='color:{colour}'>{text}</b>")
-        self.replay_result.setToolTip(f"original: {result.get('original')}\nreplay: {result.get('replay')}")
+        self.replay_result.setToolTip(f"replay of seed {result.get('seed')}: {text}\n{where}"
+                                      f"original: {result.get('original')}\nreplay: {result.get('replay')}")

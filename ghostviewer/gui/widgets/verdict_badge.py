@@ -9,6 +9,7 @@ from ghostviewer.gui.models.timeline_model import Badge
 
 COLOURS = {
     "none": ("#9e9e9e", "#ffffff"), "running": ("#1565c0", "#ffffff"), "ok": ("#2e7d32", "#ffffff"),
+    "warn": ("#a86400", "#ffffff"),
     "bad": ("#c62828", "#ffffff"), "cancelled": ("#616161", "#ffffff"), "failed": ("#b71c1c", "#ffffff"),
     "incomplete": ("#ef6c00", "#ffffff"),
 }
@@ -18,7 +19,7 @@ class VerdictBadge(QLabel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.setMinimumWidth(110)
+        self.setMinimumWidth(80)
         self.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Fixed)
         self.kind = "none"
         self._shown: Badge | None = None

@@ -1,0 +1,184 @@
+"""The sweep gallery's state: one sweep study read through its record (no engine, no torch), its runs filtered
+and sorted, and its statistics (analysis/sweep_stats.py) — a Qt list model the gallery's thumbnail view shows.
+
+Roles: DisplayRole "seed 7 · nan", ToolTipRole the details, DecorationRole the final image (a QImage, cached),
+and RUN_DIR / VERDICT / ANOMALY / FAILED for the delegate that paints the badges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QImage
+
+from ghostviewer.analysis.sweep_stats import SweepStats, is_failure
+from ghostviewer.record import RecordError, StudyRecord
+
+RUN_DIR = Qt.ItemDataRole.UserRole + 1
+VERDICT = Qt.ItemDataRole.UserRole + 2
+ANOMALY = Qt.ItemDataRole.UserRole + 3
+FAILED = Qt.ItemDataRole.UserRole + 4
+ALL = ""  # a filter that lets everything through
+SORTS = ("list order", "verdict", "first anomaly")
+_PHASES = {"encode": 0, "denoise": 1, "decode": 2}
+Index = QModelIndex | QPersistentModelIndex
+
+
+@dataclass(frozen=True)
+class SweepEntry:
+    position: int
+    run_dir: str
+    prompt: str
+    seed: int
+    verdict: str | None
+    status: str | None
+    first_anomaly: dict[str, Any] | None
+
+    @property
+    def failed(self) -> bool:
+        return is_failure(self.verdict, self.first_anomaly, self.status)
+
+    @property
+    def label(self) -> str:
+        return self.verdict or self.status or "-"
+
+    @property
+    def anomaly_words(self) -> str:
+        a = self.first_anomaly
+        if not a:
+            return ""
+        where = f"step {a['step']}" if a.get("step") is not None else str(a.get("phase", ""))
+        return f"{a.get('kind')} in {a.get('module')} ({where})"
+
+    def anomaly_rank(self) -> tuple[int, int, int]:
+        """Earlier anomalies first (phase, step); runs without one last."""
+        a = self.first_anomaly
+        if not a:
+            return (1, 9, 0)
+        step = a.get("step")
+        return (0, _PHASES.get(str(a.get("phase")), 3), -1 if step is None else int(step))
+
+
+class SweepModel(QAbstractListModel):
+    changed = Signal()  # the study, its runs or the statistics changed (not just the filter)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.study_dir: str | None = None
+        self.status = ""
+        self.progress: dict[str, Any] = {"done": 0, "total": None}
+        self.entries: list[SweepEntry] = []
+        self.stats = SweepStats()
+        self.verdict_filter, self.prompt_filter, self.seed_filter = ALL, ALL, ALL
+        self.sort = SORTS[0]
+        self._shown: list[SweepEntry] = []
+        self._images: dict[str, QImage] = {}
+
+    # -- the study ------------------------------------------------------------------------------
+    def open_study(self, path: str | Path) -> None:
+        """Show a sweep study (RecordError when it is not one); filters are reset."""
+        record = StudyRecord(path)
+        if record.kind != "sweep":
+            raise RecordError(f"{Path(path).name} is a {record.kind} study, not a sweep")
+        self.study_dir = str(record.path)
+        self.verdict_filter, self.prompt_filter, self.seed_filter = ALL, ALL, ALL
+        self._images.clear()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the study's index (one query): new runs appear, statistics follow."""
+        if self.study_dir is None:
+            return
+        try:
+            record = StudyRecord(self.study_dir)
+            runs = [r for r in record.runs() if r.role == "member"]
+            self.status, self.progress = record.status, record.progress
+        except RecordError:
+            return  # being written; the next refresh sees it
+        self.entries = [SweepEntry(r.position, str(r.run_dir), str(r.key.get("prompt", "")),
+                                   int(r.key.get("seed") or 0), r.verdict, r.status, r.first_anomaly)
+                        for r in runs]
+        self.stats = SweepStats.from_rows((r.key, r.verdict, r.first_anomaly, r.status) for r in runs)
+        self._apply()
+        self.changed.emit()
+
+    def clear(self) -> None:
+        self.study_dir, self.entries, self.stats, self.status = None, [], SweepStats(), ""
+        self._apply()
+        self.changed.emit()
+
+    # -- filter and sort -------------------------------------------------------------------------
+    def set_filter(self, verdict: str | None = None, prompt: str | None = None, seed: str | None = None) -> None:
+        """verdict: a label, "failed", "ok" or ALL; prompt: one prompt or ALL; seed: a number or ALL."""
+        if verdict is not None:
+            self.verdict_filter = verdict
+        if prompt is not None:
+            self.prompt_filter = prompt
+        if seed is not None:
+            self.seed_filter = seed.strip()
+        self._apply()
+
+    def set_sort(self, sort: str) -> None:
+        self.sort = sort if sort in SORTS else SORTS[0]
+        self._apply()
+
+    def _keep(self, e: SweepEntry) -> bool:
+        v = self.verdict_filter
+        if v == "failed" and not e.failed or v not in (ALL, "failed") and e.label != v:
+            return False
+        if self.prompt_filter != ALL and e.prompt != self.prompt_filter:
+            return False
+        return self.seed_filter == ALL or str(e.seed) == self.seed_filter
+
+    def _apply(self) -> None:
+        shown = [e for e in self.entries if self._keep(e)]
+        if self.sort == "verdict":
+            shown.sort(key=lambda e: (not e.failed, e.label, e.position))
+        elif self.sort == "first anomaly":
+            shown.sort(key=lambda e: (e.anomaly_rank(), not e.failed, e.position))
+        self.beginResetModel()
+        self._shown = shown
+        self.endResetModel()
+
+    def verdicts(self) -> list[str]:
+        return sorted({e.label for e in self.entries})
+
+    def prompts(self) -> list[str]:
+        return list(dict.fromkeys(e.prompt for e in self.entries))
+
+    def healthy_twin(self, run_dir: str) -> str | None:
+        """A healthy run of the same prompt (the nearest seed) to compare a failing one with; None if none."""
+        entry = next((e for e in self.entries if e.run_dir == run_dir), None)
+        if entry is None:
+            return None
+        twins = [e for e in self.entries if e.prompt == entry.prompt and not e.failed and e.run_dir != run_dir]
+        return min(twins, key=lambda e: abs(e.seed - entry.seed)).run_dir if twins else None
+
+    def shown(self) -> list[SweepEntry]:
+        return list(self._shown)
+
+    # -- Qt list model ---------------------------------------------------------------------------
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008 - Qt's name and default
+        return 0 if parent.isValid() else len(self._shown)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._shown):
+            return None
+        e = self._shown[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return f"seed {e.seed} · {e.label}"
+        if role == Qt.ItemDataRole.ToolTipRole:
+            lines = [e.prompt, f"seed {e.seed}: {e.label}"]
+            return "\n".join([*lines, f"first anomaly: {e.anomaly_words}"] if e.first_anomaly else lines)
+        if role == Qt.ItemDataRole.DecorationRole:
+            return self.image(e.run_dir)
+        return {RUN_DIR: e.run_dir, VERDICT: e.label, ANOMALY: e.anomaly_words, FAILED: e.failed}.get(role)
+
+    def image(self, run_dir: str) -> QImage:
+        """The run's final image, read once (a null image when it has none)."""
+        if run_dir not in self._images:
+            self._images[run_dir] = QImage(str(Path(run_dir) / "images" / "final.png"))
+        return self._images[run_dir]

@@ -1,0 +1,81 @@
+"""Failure rates of the shown sweep, per prompt or per seed: a table and a bar chart (pyqtgraph BarGraphItem).
+Clicking a row filters the gallery to that prompt or seed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from ghostviewer.gui.models.sweep_model import SweepModel
+
+BY = ("prompt", "seed")
+BAR_OK, BAR_BAD = "#2e7d32", "#c62828"
+
+
+class SweepRates(QWidget):
+    rowChosen = Signal(str, str)  # "prompt" | "seed", the value
+
+    def __init__(self, model: SweepModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.by = QComboBox()
+        self.by.addItems([f"per {b}" for b in BY])
+        self.table = QTableWidget(0, 3)
+        self.table.setHorizontalHeaderLabels(["", "failed", "rate"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setStretchLastSection(False)
+        self.table.horizontalHeader().setSectionResizeMode(0, self.table.horizontalHeader().ResizeMode.Stretch)
+        self.plot = pg.PlotWidget(background="#202124")
+        self.plot.setLabel("left", "failure rate")
+        self.plot.setYRange(0, 1, padding=0.05)
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.setMinimumHeight(120)
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        self.plot.addItem(self.bars)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        top = QHBoxLayout()
+        top.addWidget(self.by)
+        top.addStretch(1)
+        column.addLayout(top)
+        column.addWidget(self.table, 1)
+        column.addWidget(self.plot, 1)
+        self.by.currentIndexChanged.connect(self.refresh)
+        self.table.cellClicked.connect(self._on_clicked)
+        model.changed.connect(self.refresh)
+        self.refresh()
+
+    @property
+    def kind(self) -> str:
+        return BY[max(0, self.by.currentIndex())]
+
+    def rows(self) -> list[tuple[object, int, int, float]]:
+        return self.model.stats.table(self.kind)
+
+    def refresh(self) -> None:
+        rows = self.rows()
+        self.table.setRowCount(len(rows))
+        for i, (key, failed, total, rate) in enumerate(rows):
+            cells = (str(key), f"{failed}/{total}", f"{100 * rate:.0f} %")
+            for j, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(str(key))
+                if j:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(i, j, item)
+        heights = np.array([r[3] for r in rows], dtype=float)
+        brushes = [pg.mkBrush(BAR_BAD if h > 0 else BAR_OK) for h in heights]
+        self.bars.setOpts(x=np.arange(len(rows)), height=np.maximum(heights, 0.01), width=0.8, brushes=brushes)
+        axis = self.plot.getAxis("bottom")
+        labels = [(i, str(r[0])[:12]) for i, r in enumerate(rows)]
+        axis.setTicks([labels if len(labels) <= 30 else labels[:: max(1, len(labels) // 30)]])
+        self.plot.setXRange(-0.6, max(len(rows), 1) - 0.4, padding=0)
+
+    def _on_clicked(self, row: int, _column: int) -> None:
+        rows = self.rows()
+        if 0 <= row < len(rows):
+            self.rowChosen.emit(self.kind, str(rows[row][0]))
