@@ -5,13 +5,13 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test demo lint setup clean-venv screenshots benchmarks
+.PHONY: run test demo lint setup clean-venv screenshots benchmarks package
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The exact CPU wheel is named only here; pyproject keeps a range so users can bring their own build.
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" -e ".[test]"
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" -e ".[test,ray]"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -36,6 +36,11 @@ benchmarks: $(STAMP)
 
 screenshots: $(STAMP)
 	$(BIN)/python scripts/screenshots.py
+
+# The double-click desktop app: dist/GhostViewer/ (PyInstaller), started once under Xvfb for a screenshot and
+# its start time. Minutes of CPU; not part of `make test`. Then: python packaging/install_launcher.py
+package: $(STAMP)
+	VENV=$(VENV) nice -n 10 packaging/build.sh
 
 clean-venv:
 	rm -rf $(VENV)

@@ -3,7 +3,7 @@
 
 Interleaves untraced runs (plain diffusers call), block-depth tracing, leaf-depth tracing and block depth with
 feature-map captures, round-robin, and prints median times and ratios to untraced; plus bytes recorded per
-step without feature maps. Goals: block depth ≤ 1.15×, ≤ 64 KiB per step.
+step without feature maps. Goals: block depth ≤ 1.10×, ≤ 64 KiB per step.
 
 Usage: python benchmarks/trace_overhead.py [--rounds 7] [--steps 20]
 """
@@ -75,7 +75,11 @@ def main() -> None:
         print(f"demo pipeline, {args.steps} steps, {args.rounds} interleaved rounds, torch threads {threads}")
         for name, values in times.items():
             median = statistics.median(values)
-            print(f"  {name:<18} median {median * 1000:7.1f} ms   ratio {median / base:5.2f}x")
+            # Spread: the ratio to the untraced run of the same round (side by side), min-max over the rounds.
+            ratios = [v / u for v, u in zip(values, times["untraced"], strict=True)]
+            print(f"  {name:<18} median {median * 1000:7.1f} ms (min {min(values) * 1000:6.1f}, max "
+                  f"{max(values) * 1000:6.1f})   ratio {median / base:5.2f}x (per round "
+                  f"{statistics.median(ratios):4.2f}x, {min(ratios):4.2f}-{max(ratios):4.2f})")
         for name, run_dir in last_runs.items():
             rows = len(RunRecord(run_dir).stats(phase="denoise", step=1))
             print(f"  {name:<18} {rows} stats rows per step")

@@ -31,7 +31,7 @@ def run(
     negative: str = "",
     seed: int = 0,
     steps: int = 20,
-    guidance: float = 7.5,
+    guidance: float | None = None,
     width: int | None = None,
     height: int | None = None,
     scheduler: str | None = None,
@@ -46,8 +46,11 @@ def run(
     allow_pickle: bool = False,
     config: str | Path | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
+    memory_check: bool = True,
 ) -> dict[str, Any]:
-    """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image)."""
+    """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image).
+    `guidance=None`: the pipeline family's usual guidance (7.5 for SD and the demo; recorded as used).
+    `memory_check=False` runs a size the memory estimate refuses (engine/settings.py)."""
     from ghostviewer.engine.runner import execute_run
     from ghostviewer.engine.settings import RunSettings
 
@@ -69,6 +72,7 @@ def run(
         trace_depth=trace_depth,
         capture_attention=capture_attention,
         source=loaded.source,
+        extra={} if memory_check else {"memory_check": False},
     )
     return execute_run(loaded, settings, Path(runs_dir) if runs_dir else default_runs_dir(), on_progress=on_progress)
 
@@ -104,6 +108,33 @@ def compare(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
         raise GhostError(str(exc)) from None
 
 
+def bisect(
+    run_dir: str | Path,
+    settings: str | Path | None = None,
+    *,
+    pipeline: Any = None,
+    runs_dir: str | Path | None = None,
+    allow_pickle: bool = False,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Find what breaks a failing run, recorded as a `bisect` study (CONTRACT `bisect`).
+
+    Without `settings`: the single bypassable block whose bypass removes the run's symptom,
+    `{"culprit", "reruns", "trail", "reason"?, "study_dir", "patching", ...}`. With `settings` (a good run's
+    folder): the fewest settings that turn it bad, `{"culprit_settings", "reruns", "trail", "study_dir", ...}`.
+    `pipeline`: a DiffusionPipeline in memory (with whatever you patched into it) instead of the recorded source.
+    """
+    if settings is not None:
+        from ghostviewer.engine.settings_bisect import bisect_settings
+
+        return bisect_settings(run_dir, settings, pipeline=pipeline, runs_dir=runs_dir, allow_pickle=allow_pickle,
+                               on_progress=on_progress)
+    from ghostviewer.engine.bisect import bisect_run
+
+    return bisect_run(run_dir, pipeline=pipeline, runs_dir=runs_dir, allow_pickle=allow_pickle,
+                      on_progress=on_progress)
+
+
 def sweep(
     list_or_path: str | Path | Iterable[Any] | None = None,
     seeds: str | int | Iterable[int] = "0-9",
@@ -132,6 +163,41 @@ def sweep(
     return run_sweep(list_or_path, seeds, source="demo" if in_memory else str(source),
                      pipeline=source if in_memory else None, steps=steps, faults=faults, bypass=bypass,
                      study_dir=resume, ray=ray, runs_dir=runs_dir, on_progress=on_progress, **settings)
+
+
+def baseline(
+    source: Any = "demo",
+    prompts: str | Path | Iterable[Any] | None = None,
+    seeds: str | int | Iterable[int] = "0-9",
+    *,
+    steps: int = 20,
+    guidance: float = 7.5,
+    width: int | None = None,
+    height: int | None = None,
+    scheduler: str | None = None,
+    dtype: str | None = None,
+    device: str = "auto",
+    pairing: str = "product",
+    runs_dir: str | Path | None = None,
+    allow_pickle: bool = False,
+    config: str | Path | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Build the pipeline's healthy baseline from prompts × seeds (a `baseline` study) and write it to
+    `<runs_dir>/baselines/<key>.json`, where `run` finds it; `{"baseline", "key", "settings", "runs", "healthy",
+    "excluded", "modules", "study_dir", "elapsed_s"}`.
+
+    `prompts`: a prompt list file, a list of prompts, or None (the demo pipeline's own prompt set). `pairing`:
+    "product" (every prompt with every seed) or "zip" (the i-th prompt with the i-th seed). A pipeline object in
+    memory has no weight hashes to key a baseline by: load it from disk.
+    """
+    from ghostviewer.engine.baseline import baseline_inputs, build_baseline
+
+    loaded = _loaded(source, device, dtype, allow_pickle, config)
+    texts, seed_list = baseline_inputs(loaded, prompts, seeds)
+    return build_baseline(loaded, texts, seed_list, Path(runs_dir) if runs_dir else default_runs_dir(), steps=steps,
+                          guidance=guidance, width=width, height=height, scheduler=scheduler, pairing=pairing,
+                          on_progress=on_progress)
 
 
 def blocks(source: Any = "demo", *, allow_pickle: bool = False, config: str | Path | None = None) -> dict[str, Any]:
@@ -168,3 +234,24 @@ def inspect(path: str | Path) -> dict[str, Any]:
     from ghostviewer.record.bundle import inspect_bundle
 
     return inspect_bundle(path)
+
+
+def isolate(
+    run_dir: str | Path,
+    *,
+    module: str,
+    step: int | None = None,
+    out: str | Path,
+    fuzz: bool = False,
+    pipeline: Any = None,
+) -> dict[str, Any]:
+    """Save a module's real inputs, weights and config from a re-run of `run_dir`, with a standalone repro.py;
+    `{"module", "class", "step", "out_dir", "inputs", "output", "rebuildable", "repro", …}`, plus `"fuzz"` (the
+    table of varied inputs and which break it) when `fuzz`. `pipeline`: the object the run was made with."""
+    from ghostviewer.engine.fuzz import fuzz_module
+    from ghostviewer.engine.isolate import isolate_module
+
+    result = isolate_module(run_dir, module, step, out, pipeline=pipeline)
+    if fuzz:
+        result["fuzz"] = fuzz_module(result["out_dir"]) if result["rebuildable"] else None
+    return result

@@ -14,9 +14,12 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from ghostviewer.cli_baseline import add_baseline_parser, cmd_baseline
+from ghostviewer.cli_doctor import add_doctor_parser, cmd_doctor
+from ghostviewer.cli_isolate import add_isolate_parser, cmd_isolate
 from ghostviewer.cli_sweep import add_sweep_parser, cmd_sweep
 from ghostviewer.paths import default_runs_dir, log_dir
 
@@ -29,7 +32,7 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's exits are usage errors: status 2, one line
-        raise UsageError(f"{message} (see 'ghostviewer {self.prog.split()[-1]} --help')")
+        raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
 def _add_source(p: argparse.ArgumentParser, required: bool = False) -> None:
@@ -66,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--negative", default="")
     run.add_argument("--seed", type=int, default=0, help="-1 picks a random seed (and records it)")
     run.add_argument("--steps", type=int, default=20)
-    run.add_argument("--guidance", type=float, default=7.5)
+    run.add_argument("--guidance", type=float, help="default: the pipeline family's usual guidance (7.5 for SD)")
     run.add_argument("--width", type=int)
     run.add_argument("--height", type=int)
     run.add_argument("--scheduler")
@@ -78,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace-depth", default="block", choices=["block", "leaf"])
     run.add_argument("--capture-attention", action="store_true", help="record cross-attention maps per token")
     run.add_argument("--runs-dir")
+    run.add_argument("--no-memory-check", action="store_true", help="run a size the memory estimate refuses")
     run.add_argument("--json", action="store_true")
 
     replay = sub.add_parser("replay", help="re-run a recorded run N times and say where it stops reproducing")
@@ -92,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_b", metavar="RUN_B")
     compare.add_argument("--json", action="store_true")
 
+    bisect = sub.add_parser("bisect", help="find the block (or, with --settings, the settings) that breaks a run")
+    bisect.add_argument("run_dir", metavar="RUN_DIR")
+    bisect.add_argument("--settings", metavar="GOOD_RUN_DIR", help="bisect the settings against this good run")
+    bisect.add_argument("--allow-pickle", action="store_true")
+    bisect.add_argument("--runs-dir", help="where the bisect study goes")
+    bisect.add_argument("--json", action="store_true")
+
     export = sub.add_parser("export", help="write a bug-report bundle (.zip) of one or more runs")
     export.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     export.add_argument("-o", "--output", required=True, metavar="BUNDLE.zip")
@@ -104,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true")
 
     add_sweep_parser(sub)
+    add_isolate_parser(sub)
+    add_baseline_parser(sub)
+    add_doctor_parser(sub)
 
     demo = sub.add_parser("demo", help="generate a demo image, or list the ghost lab's fault presets")
     demo.add_argument("--list-faults", action="store_true")
@@ -142,14 +156,17 @@ def _is_problem(result: dict[str, Any]) -> bool:
 def _describe_run(result: dict[str, Any]) -> str:
     verdict = result.get("verdict") or {}
     lines = [
-        f"verdict: {verdict.get('label', result.get('status', '?'))}",
+        f"verdict: {verdict.get('label', result.get('status', '?'))}"
+        + (f" ({verdict['reason']})" if verdict.get("reason") else ""),
         f"image:   {result.get('image')}",
         f"run:     {result['run_dir']}",
     ]
     anomaly = result.get("first_anomaly")
     if anomaly:
         where = f"step {anomaly['step']}" if anomaly.get("step") is not None else anomaly["phase"]
-        lines.append(f"first anomaly: {anomaly['kind']} in {anomaly['module']} ({where})")
+        z = anomaly.get("z")
+        drift = f", {anomaly.get('stat')} {z:+.1f} robust z-units off its healthy range" if z is not None else ""
+        lines.append(f"first anomaly: {anomaly['kind']} in {anomaly['module']} ({where}{drift})")
     return "\n".join(lines)
 
 
@@ -177,6 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         runs_dir=args.runs_dir,
         allow_pickle=args.allow_pickle,
         on_progress=_progress_printer(quiet=not sys.stderr.isatty()),
+        memory_check=not args.no_memory_check,
     )
     _print_json(result) if args.json else print(_describe_run(result))
     return EXIT_PROBLEM if _is_problem(result) else EXIT_OK
@@ -254,6 +272,55 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK if result["same"] else EXIT_PROBLEM
 
 
+def _trial_line(entry: dict[str, Any]) -> str:
+    """'bypassed unet.mid_block -> nan, symptom present' (a bisection trail entry, either kind)."""
+    if "bypassed" in entry:
+        what = "bypassed " + ", ".join(entry["bypassed"])
+    elif "patched" in entry:
+        what = f"patched {entry['patched']} from the reference"
+    elif "reference_for" in entry:
+        what = f"reference for patching {entry['reference_for']}"
+    else:
+        what = "bad values kept: " + (", ".join(entry.get("kept_bad") or []) or "none")
+    state = {True: "symptom present", False: "symptom gone", None: "no answer"}[entry.get("symptom")]
+    healthy = ", healthy" if entry.get("healthy") else ""
+    return f"{what} -> {entry.get('verdict')}, {state}{healthy}"
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from ghostviewer import api
+
+    def progress(event: dict[str, Any]) -> None:
+        if event.get("event") == "bisect_started":
+            todo = event.get("candidates", event.get("differences")) or []
+            print(f"  bisecting {event['symptom']} over {len(todo)} candidates", file=sys.stderr)
+        elif event.get("event") == "trial":
+            print(f"  {event['role']} {event['trial']}: {_trial_line(event)}", file=sys.stderr)
+
+    result = api.bisect(args.run_dir, args.settings, runs_dir=args.runs_dir, allow_pickle=args.allow_pickle,
+                        on_progress=progress)
+    if args.json:
+        _print_json(result)
+        return EXIT_PROBLEM
+    for index, entry in enumerate(result["trail"], 1):
+        print(f"re-run {index}: {_trial_line(entry)}")
+    if "culprit_settings" in result:
+        for key, (good, bad) in result["culprit_settings"].items():
+            print(f"culprit setting: {key}: {good!r} (good) -> {bad!r} (bad)")
+    elif result["culprit"]:
+        print(f"culprit: {result['culprit']} ({result['reruns']} re-run(s), budget {result['budget']})")
+        patching = result.get("patching")
+        if patching:
+            state = "healthy" if patching["healthy"] else f"{patching['verdict']}, not healthy"
+            print(f"patching {patching['module']} from {patching['reference']}: {state}")
+        else:
+            print(f"patching: skipped ({result.get('patching_note')})")
+    else:
+        print(f"culprit: none ({result.get('reason')})")
+    print(f"study: {result['study_dir']}")
+    return EXIT_PROBLEM  # a bisection only runs on a failing run, and it reports what makes it fail
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from ghostviewer import api
 
@@ -304,17 +371,24 @@ COMMANDS = {
     "gui": cmd_gui,
     "replay": cmd_replay,
     "compare": cmd_compare,
+    "bisect": cmd_bisect,
     "export": cmd_export,
     "inspect": cmd_inspect,
     "sweep": cmd_sweep,
+    "isolate": cmd_isolate,
+    "baseline": cmd_baseline,
+    "doctor": cmd_doctor,
 }
 
 
 def _quiet_libraries() -> None:
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
+    # Library chatter stays off stderr (diffusers logs a missing .safetensors as an *error* before it falls back
+    # to the pickle the user allowed); set these variables yourself to see it. Python warnings go the same way.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "critical")
+    os.environ.setdefault("DIFFUSERS_VERBOSITY", "critical")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     logging.getLogger().setLevel(logging.ERROR)
+    logging.captureWarnings(True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -344,6 +418,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         log = log_dir() / "ghostviewer-cli.log"
         with log.open("a", encoding="utf-8") as handle:
             handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(sys.argv)}\n{traceback.format_exc()}\n")
+        # Never EXIT_USAGE: the input was not at fault. A crash of ours is a problem found (1), and says so.
+        what = "" if isinstance(exc, RunFailed) else "internal error (a bug of GhostViewer's): "
         where = f"; the partial run is in {exc.run_dir}" if isinstance(exc, RunFailed) else ""
-        print(f"ghostviewer: {type(exc).__name__}: {exc}{where} (details in {log})", file=sys.stderr)
-        return EXIT_PROBLEM if isinstance(exc, RunFailed) else EXIT_USAGE
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        print(f"ghostviewer: {what}{text}{where} (details in {log})", file=sys.stderr)
+        return EXIT_PROBLEM
+
+
+ENGINE_SERVER_FLAG = "--engine-server"  # a frozen app runs its engine process as `<app> --engine-server`
+
+
+def entry_point(argv: Sequence[str]) -> Callable[[], int]:
+    """What the executable runs for these arguments: the engine server (a frozen app's engine process, started
+    by ghostviewer.gui.engine_client from the app's own executable), else the `ghostviewer` command."""
+    if list(argv[:1]) == [ENGINE_SERVER_FLAG]:
+        from ghostviewer.engine.server import main as engine_server_main
+
+        return engine_server_main
+    return lambda: main(list(argv))

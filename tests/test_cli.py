@@ -124,6 +124,21 @@ def test_bad_input_exits_two_with_one_line(capsys, runs_dir: Path, argv: list[st
     assert not list(runs_dir.iterdir())
 
 
+def test_an_internal_error_is_not_blamed_on_the_input(capsys, monkeypatch, tmp_path: Path) -> None:
+    from ghostviewer import cli
+
+    def crash(args: object) -> int:
+        raise KeyError("a bug\nof ours")
+
+    monkeypatch.setenv("GHOSTVIEWER_LOG_DIR", str(tmp_path))
+    monkeypatch.setitem(cli.COMMANDS, "inspect", crash)
+    code, out, err = _cli(capsys, "inspect", str(tmp_path / "x.zip"))
+    assert code == 1 and out == ""  # 1, never 2 (bad input): CONTRACT allows only 0/1/2
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("ghostviewer: internal error") and "KeyError" in err and str(tmp_path) in err
+    assert "Traceback" in (tmp_path / "ghostviewer-cli.log").read_text()
+
+
 def test_not_a_pipeline_folder(capsys, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     code, _, err = _cli(capsys, "blocks", "--pipeline", str(tmp_path))

@@ -1,15 +1,23 @@
 """Prompt lists dropped or opened in the window: .txt (one prompt a line, # comments), .csv (a `prompt`
-column; optional negative, seed, steps, guidance), .jsonl / .json (objects with the same keys, or strings)."""
+column; optional negative, seed, steps, guidance), .jsonl / .json (objects with the same keys, or strings).
+
+`iter_prompt_list` streams: it reads a line (or a .json array item) at a time, so a 100,000-line list is never
+held whole in memory. `read_prompt_list` is the same as a list, for small lists. Every error names the file and
+the line it was found on, in one line a user can act on.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 PROMPT_LIST_SUFFIXES = (".txt", ".csv", ".jsonl", ".json")
 KEYS = {"prompt": str, "negative": str, "seed": int, "steps": int, "guidance": float}
+_CHUNK = 1 << 16  # .json arrays are parsed from a buffer of this many characters, refilled as items are used
+_MAX_ITEM = 1 << 20  # one .json entry longer than this is not a prompt: an error, not a reason to read on
 
 
 class PromptListError(ValueError):
@@ -26,37 +34,151 @@ def _clean(item: Any, where: str) -> dict[str, Any]:
         value = item.get(key)
         if value is None or value == "":
             continue
+        if kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)
         try:
+            if kind is int and isinstance(value, (float, bool)):
+                raise ValueError(value)
             out[key] = kind(value)
         except (TypeError, ValueError) as exc:
             raise PromptListError(f"{where}: {key} {value!r} is not a valid {kind.__name__}") from exc
     return out
 
 
-def read_prompt_list(path: str | Path) -> list[dict[str, Any]]:
+def _txt(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
+    for line in handle:
+        text = line.strip()
+        if text and not text.startswith("#"):
+            yield {"prompt": text}
+
+
+def _csv(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
+    reader = csv.DictReader(handle)
+    try:
+        if "prompt" not in (reader.fieldnames or []):
+            raise PromptListError(f"{name} line 1: no 'prompt' column")
+        for row in reader:
+            if None in row:  # more cells than the header names
+                raise PromptListError(f"{name} line {reader.line_num}: more cells than columns")
+            yield _clean(row, f"{name} line {reader.line_num}")
+    except csv.Error as exc:
+        raise PromptListError(f"{name} line {reader.line_num}: {exc}") from exc
+
+
+def _jsonl(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PromptListError(f"{name} line {number}: not valid JSON ({exc.msg})") from None
+        yield _clean(item, f"{name} line {number}")
+
+
+class _JsonArray:
+    """A top-level JSON array read item by item from a text stream, counting lines for error messages."""
+
+    def __init__(self, handle: IO[str], name: str) -> None:
+        self.handle, self.name = handle, name
+        self.buffer, self.pos, self.line, self.eof = "", 0, 1, False
+        self._decoder = json.JSONDecoder()
+
+    def _fill(self) -> bool:
+        if self.eof:
+            return False
+        chunk = self.handle.read(_CHUNK)
+        if not chunk:
+            self.eof = True
+            return False
+        self.buffer = self.buffer[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def _skip_space(self) -> str:
+        """The next non-space character (not consumed), '' at the end of the file."""
+        while True:
+            while self.pos < len(self.buffer) and self.buffer[self.pos] in " \t\r\n":
+                self.line += self.buffer[self.pos] == "\n"
+                self.pos += 1
+            if self.pos < len(self.buffer):
+                return self.buffer[self.pos]
+            if not self._fill():
+                return ""
+
+    def _error(self, what: str) -> PromptListError:
+        return PromptListError(f"{self.name} line {self.line}: {what}")
+
+    def _value(self) -> Any:
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self.buffer, self.pos)
+            except json.JSONDecodeError as exc:
+                if len(self.buffer) - self.pos < _MAX_ITEM and self._fill():
+                    continue
+                self.line += self.buffer.count("\n", self.pos, exc.pos)
+                raise self._error(f"not valid JSON ({exc.msg})") from None
+            if end == len(self.buffer) and not self.eof and self._fill():
+                continue  # a number may go on in the next chunk: decode again with more text
+            start_line = self.line
+            self.line += self.buffer.count("\n", self.pos, end)
+            self.pos = end
+            return value, start_line
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._skip_space() != "[":
+            raise self._error("a .json prompt list must hold a list ([...]) of prompts")
+        self.pos += 1
+        index = 0
+        while True:
+            if self._skip_space() == "]" and index == 0:
+                return
+            if not self._skip_space():
+                raise self._error("the list is not closed with ']'")
+            value, line = self._value()
+            index += 1
+            yield _clean(value, f"{self.name} line {line} (entry {index})")
+            following = self._skip_space()
+            if following == "]":
+                return
+            if following != ",":
+                raise self._error("expected ',' or ']' between entries")
+            self.pos += 1
+
+
+def _json(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
+    yield from _JsonArray(handle, name)
+
+
+_READERS = {".txt": _txt, ".csv": _csv, ".jsonl": _jsonl, ".json": _json}
+
+
+def iter_prompt_list(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The list's entries one at a time ({"prompt", and any of negative/seed/steps/guidance}), streamed."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in PROMPT_LIST_SUFFIXES:
         raise PromptListError(f"{path.name} is not a prompt list ({', '.join(PROMPT_LIST_SUFFIXES)})")
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PromptListError(str(exc)) from exc
-    if suffix == ".txt":
-        lines = (line.strip() for line in text.splitlines())
-        return [{"prompt": line} for line in lines if line and not line.startswith("#")]
-    if suffix == ".csv":
-        reader = csv.DictReader(text.splitlines())
-        if "prompt" not in (reader.fieldnames or []):
-            raise PromptListError(f"{path.name} has no 'prompt' column")
-        return [_clean(row, f"{path.name} row {i}") for i, row in enumerate(reader, start=2)]
-    try:
-        if suffix == ".jsonl":
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            items = json.loads(text)
-    except ValueError as exc:
-        raise PromptListError(f"{path.name} is not valid JSON: {exc}") from exc
-    if not isinstance(items, list):
-        raise PromptListError(f"{path.name} must hold a list of prompts")
-    return [_clean(item, f"{path.name} entry {i}") for i, item in enumerate(items, start=1)]
+        handle = path.open(encoding="utf-8-sig", newline="" if suffix == ".csv" else None)
+    except OSError as exc:
+        raise PromptListError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
+    count = 0
+    with handle:
+        try:
+            for count, item in enumerate(_READERS[suffix](handle, path.name), start=1):  # noqa: B007
+                yield item
+        except UnicodeDecodeError as exc:
+            raise PromptListError(f"{path.name}: not UTF-8 text (after entry {count})") from exc
+        except OSError as exc:
+            raise PromptListError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
+
+
+def count_prompt_list(path: str | Path) -> int:
+    """How many entries the list holds, every one checked (streamed: any error is raised before a sweep starts)."""
+    return sum(1 for _ in iter_prompt_list(path))
+
+
+def read_prompt_list(path: str | Path) -> list[dict[str, Any]]:
+    """The whole list at once: for small lists (the GUI's queue); sweeps stream with iter_prompt_list."""
+    return list(iter_prompt_list(path))

@@ -20,7 +20,8 @@ Scores (plain finite floats, JSON-safe):
   tinted-but-pale ones, which score high. A legit saturated pair such as a red shape on an orange background
   leans toward one hue too, but its colours are pure (smallest channel near 0) and score low. Deliberately
   conservative: a cast that turns a black background into a pure dark colour cannot be told, from the image
-  alone, from a legit dark background, and is not flagged (an offset that clips shows up as ``saturated``).
+  alone, from a legit dark background, and is not flagged (an offset that clips shows up as ``saturated``);
+  analysis/verdict_context.py judges such images against the pipeline's baseline and the prompt instead.
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ from safetensors import SafetensorError, safe_open
 
 from ghostviewer.engine.devices import DEFAULT_KEY, resolve_device, resolve_dtype
 from ghostviewer.engine.errors import GhostError, PickleRefused, SourceError
+from ghostviewer.paths import resources_dir
 
-DEMO_PIPELINE_DIR = Path(__file__).resolve().parents[2] / "resources" / "demo-pipeline"
+DEMO_PIPELINE_DIR = resources_dir() / "demo-pipeline"
 
 SOURCE_KINDS = ("demo", "folder", "single_file", "hub_cache")
 SAFE_SUFFIXES = (".safetensors",)
@@ -185,17 +186,18 @@ def _load_folder(
 ) -> tuple[DiffusionPipeline, dict[str, str]]:
     components = read_model_index(folder)
     _check_dtype_components(dtypes, components)
-    hashes = {
-        name: hash_files(files)
-        for name in components
-        if (files := component_weight_files(folder, name, allow_pickle))
+    weight_files = {
+        name: files for name in components if (files := component_weight_files(folder, name, allow_pickle))
     }
+    hashes = {name: hash_files(files) for name, files in weight_files.items()}
     kwargs = {_dtype_keyword(): dtypes, "use_safetensors": None if allow_pickle else True}
     # Components saved as null (SD3 without T5: `text_encoder_3: [null, null]`) are passed as None, as they were
     # built; diffusers otherwise refuses the folder for missing them.
     kwargs.update(dict.fromkeys(null_components(folder)))
     loader = DiffusionPipeline.from_pretrained
     pipe = _call_diffusers(label, loader, str(folder), local_files_only=True, **kwargs)
+    for name, files in weight_files.items():
+        check_weights_match(name, getattr(pipe, name, None), [f for f in files if f.suffix in SAFE_SUFFIXES])
     return pipe, hashes
 
 
@@ -255,6 +257,67 @@ def validate_safetensors(path: Path) -> list[str]:
             return list(handle.keys())
     except (SafetensorError, OSError) as exc:
         raise SourceError(f"{path} is not a valid safetensors file (truncated or corrupt?): {exc}") from exc
+
+
+def check_weights_match(name: str, model: Any, files: list[Path]) -> None:
+    """Refuse a component whose model had to make up weights: parameters still on the meta device (diffusers'
+    low_cpu_mem_usage path), or keys of the model that no weight file holds (diffusers and transformers fill
+    those with random values, and the run's garbage would then be blamed on the pipeline). Reads only the
+    files' headers."""
+    if not isinstance(model, torch.nn.Module):
+        return
+    state = model.state_dict(keep_vars=True)
+    on_meta = [key for key, tensor in state.items() if tensor.is_meta]
+    if on_meta:
+        raise SourceError(
+            f"{name} was left without weights for {len(on_meta)} of its {len(state)} tensors "
+            f"(e.g. {', '.join(on_meta[:3])}); its weight files do not match its {type(model).__name__}"
+        )
+    if not files:
+        return
+    file_keys: set[str] = set()
+    for path in files:
+        file_keys.update(validate_safetensors(path))
+    missing, unexpected = _weight_key_mismatch(model, state, file_keys)
+    if missing:
+        extra = f"; the files hold {', '.join(unexpected[:3])} instead" if unexpected else ""
+        raise SourceError(
+            f"{name}'s weights do not match its {type(model).__name__}: the files in {files[0].parent} lack "
+            f"{len(missing)} of its {len(list(model.parameters()))} weights, which would be random "
+            f"(e.g. {', '.join(missing[:3])}){extra}"
+            " — are these the weights of another model?"
+        )
+
+
+_LEGACY_ATTENTION_NAMES = {".query.": ".to_q.", ".key.": ".to_k.", ".value.": ".to_v.", ".proj_attn.": ".to_out.0."}
+
+
+def _weight_key_mismatch(
+    model: torch.nn.Module, state: Mapping[str, torch.Tensor], file_keys: set[str]
+) -> tuple[list[str], list[str]]:
+    """(model keys no file provides, file keys the model has no place for), both sorted, after the renames the
+    loaders themselves make: diffusers' pre-0.14 attention names, transformers' base-model prefix, tied weights
+    (stored once, shared by both names), and, where transformers marks what it loaded, its own key conversions."""
+    known = set(file_keys)
+    for key in file_keys:
+        for old, new in _LEGACY_ATTENTION_NAMES.items():
+            if old in key:
+                known.add(key.replace(old, new))
+    prefix = getattr(model, "base_model_prefix", "")
+    if prefix:
+        known.update(f"{prefix}.{key}" for key in file_keys)
+        known.update(key.removeprefix(f"{prefix}.") for key in file_keys)
+    # Buffers a file lacks are computed at construction, not drawn at random: only parameters count.
+    parameters = {key for key, _ in model.named_parameters(remove_duplicate=False)}
+    missing = [key for key in state if key not in known and key in parameters]
+    if missing:
+        provided = {state[key].data_ptr() for key in state if key in known and not state[key].is_meta}
+        missing = [key for key in missing if state[key].data_ptr() not in provided or state[key].numel() == 0]
+    if missing and any(hasattr(tensor, "_is_hf_initialized") for tensor in state.values()):
+        # transformers >= 5 flags each tensor it loaded or tied; one without the flag was newly initialised.
+        missing = [key for key in missing if not getattr(state[key], "_is_hf_initialized", False)]
+    unexpected = [key for key in file_keys if key not in state]
+    return sorted(missing), sorted(unexpected)
 
 
 def _check_dtype_components(dtypes: dict[str, torch.dtype], components: Iterable[str]) -> None:

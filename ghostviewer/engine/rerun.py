@@ -13,7 +13,7 @@ from typing import Any
 
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading import LoadedPipeline, component_dtypes, load_pipeline
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.settings import RunSettings, validate
 from ghostviewer.record import RecordError, RunRecord
 
 
@@ -39,9 +39,23 @@ def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSettings]:
         raise GhostError(str(exc)) from None
     except TypeError as exc:
         raise GhostError(f"run {run_dir} holds settings this GhostViewer cannot read: {exc}") from None
-    if record.status == "running":
+    if record.status in ("running", "interrupted"):
         raise GhostError(f"run {Path(run_dir).name} has not finished (still running, or killed): nothing to re-run")
+    _check_rerunnable(Path(run_dir).name, record.settings, settings)
     return record, settings
+
+
+def _check_rerunnable(name: str, recorded: Any, settings: RunSettings) -> None:
+    """A re-run must be the recorded run: a null seed, steps or guidance (older records) would silently take
+    today's default instead, and a value the engine now refuses would fail mid-loop. One line either way."""
+    for key in ("seed", "steps", "guidance"):
+        if recorded.get(key) is None:
+            raise GhostError(f"run {name} records no {key} (made by an older GhostViewer?): it cannot be re-run "
+                             f"as it was; start a new run with --{key} instead")
+    try:
+        validate(settings)
+    except GhostError as exc:
+        raise GhostError(f"run {name} records settings that cannot run again: {exc}") from None
 
 
 @dataclass

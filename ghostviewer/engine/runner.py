@@ -1,7 +1,8 @@
 """One traced run of a pipeline, recorded as it goes: the flight recorder's main loop.
 
 Encode-phase stats are committed when the initial latents are drawn, each denoising step is committed from
-`callback_on_step_end`, the decode phase after the pipeline returns; the final image is written even when it
+`callback_on_step_end` (from `scheduler.step` for pipelines without it, such as PixArt), the decode phase after
+the pipeline returns; the final image is written even when it
 is black or NaN. Cancellation raises from the step callback, so the run stops at once and is marked cancelled.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,9 @@ import numpy as np
 import torch
 
 from ghostviewer.analysis.anomaly import AnomalyDetector
-from ghostviewer.analysis.verdicts import image_verdict
 from ghostviewer.engine.environment import describe_environment
 from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.faults import make_fault
 from ghostviewer.engine.interventions.attention_capture import (
     DENOISER_PATTERNS,
@@ -31,12 +33,14 @@ from ghostviewer.engine.interventions.base import RunContext, applied
 from ghostviewer.engine.interventions.bypass import Bypass, BypassConfig
 from ghostviewer.engine.interventions.dtype_bridge import DtypeBridge
 from ghostviewer.engine.interventions.probes import PipelineProbes
+from ghostviewer.engine.judge import RunJudge
 from ghostviewer.engine.loading import DEMO_PIPELINE_DIR, LoadedPipeline, describe_source
 from ghostviewer.engine.memory import read_memory, reset_peak
 from ghostviewer.engine.preview import LatentPreview
 from ghostviewer.engine.prompt_tokens import prompt_embeddings, prompt_tokens
+from ghostviewer.engine.record_thread import ThreadedWriter
 from ghostviewer.engine.schedulers import set_scheduler
-from ghostviewer.engine.settings import RunSettings, resolve_seed, validate
+from ghostviewer.engine.settings import RunSettings, resolve_seed, validate, validate_for_pipeline
 from ghostviewer.engine.tracing import TraceConfig, Tracer
 from ghostviewer.record import RunWriter, StepInfo
 
@@ -78,13 +82,14 @@ def _pipeline_folder(loaded: LoadedPipeline) -> Path | None:
 
 
 def _native_size(pipe: Any) -> int:
-    denoiser = getattr(pipe, "unet", None) or getattr(pipe, "transformer", None)
-    sample = denoiser.config.get("sample_size", 64) if denoiser is not None else 64
-    return int(sample) * int(getattr(pipe, "vae_scale_factor", 8))
+    return adapter_for(pipe).native_size(pipe)
 
 
 def prepare_settings(loaded: LoadedPipeline, settings: RunSettings) -> tuple[RunSettings, list[str]]:
-    """Validate, pick the seed for -1, install the scheduler, fill in sizes: the settings as they will run."""
+    """Validate, pick the seed for -1, install the scheduler, fill in sizes and the family's usual guidance
+    (when guidance is None): the settings as they will run."""
+    if settings.guidance is None:
+        settings = replace(settings, guidance=adapter_for(loaded.pipe).guidance)
     validate(settings)
     seed, note = resolve_seed(settings.seed)
     scheduler = set_scheduler(loaded.pipe, settings.scheduler)
@@ -97,6 +102,7 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSettings) -> tuple[Run
         height=settings.height or size,
         device=loaded.device,
     )
+    validate_for_pipeline(loaded.pipe, loaded.device, resolved)  # capture patterns, the device's memory
     return resolved, [note] if note else []
 
 
@@ -120,8 +126,12 @@ def execute_run(
     on_progress: ProgressFn | None = None,
     *,
     tensors_every: int = 1,
+    baseline: Any = "auto",
 ) -> dict[str, Any]:
     """Run the pipeline once with tracing and interventions; return CONTRACT's `run` dict.
+
+    `baseline`: "auto" uses the pipeline's baseline for these settings when there is one (engine/baseline.py),
+    None checks no drift (a baseline build's own runs), or a Baseline object to use.
 
     `tensors_every`: k > 1 writes the step tensors (latents, x0, previews) only every k-th step and at the last
     one (sweeps); statistics and fingerprints are recorded at every step whatever k, so the verdict and the first
@@ -129,7 +139,7 @@ def execute_run(
     """
     original_scheduler = loaded.pipe.scheduler  # a run's --scheduler must not leak into the next run
     try:
-        return _execute(loaded, settings, runs_dir, cancel, on_progress, max(1, int(tensors_every)))
+        return _execute(loaded, settings, runs_dir, cancel, on_progress, max(1, int(tensors_every)), baseline)
     finally:
         loaded.pipe.scheduler = original_scheduler
 
@@ -141,6 +151,7 @@ def _execute(
     cancel: CancelToken | None,
     on_progress: ProgressFn | None,
     tensors_every: int = 1,
+    baseline: Any = "auto",
 ) -> dict[str, Any]:
     settings, notes = prepare_settings(loaded, settings)
     interventions = build_interventions(loaded, settings)
@@ -149,17 +160,29 @@ def _execute(
     # A bypassed block's insides still compute, but while the bypass is active their outputs are not the
     # run's: they are not recorded, so the first anomaly never names a module inside a bypassed block.
     tracer.muted = [b.config for b in interventions if isinstance(b, Bypass)]
+    tracer.defer = True  # statistics of CPU outputs are computed on the recorder thread (commit_rows)
     environment = {**describe_environment(loaded.device), "pipeline": describe_source(loaded)}
     environment["determinism"] = {**environment.get("determinism", {}), "generator_device": "cpu"}
-    writer = RunWriter.create(Path(runs_dir), settings.to_dict(), environment)
+    # The record is written on its own thread while the pipeline computes (record_thread.py); events are
+    # still emitted here, each once its writes are committed.
+    writer = ThreadedWriter(lambda: RunWriter.create(Path(runs_dir), settings.to_dict(), environment))
     emit = on_progress or (lambda _event: None)
-    detector = AnomalyDetector()
+    judge = RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline)  # baseline, prompt check
+    detector = judge.detector()
     started = time.perf_counter()
 
-    def commit_rows() -> None:
-        harvest = tracer.flush()
-        detector.feed(harvest.rows)
-        writer.add_stats(harvest.rows)
+    def commit_rows() -> tuple[Future[Any], dict[str, np.ndarray]]:
+        """Hand what the hooks queued to the recorder thread, which turns it into rows, feeds the anomaly
+        detector and stores them; returns (the first anomaly once done, the feature maps)."""
+        batch = tracer.take()
+
+        def store(w: RunWriter) -> dict[str, Any] | None:
+            rows = Tracer.harvest(batch).rows
+            detector.feed(rows)
+            w.add_stats(rows)
+            return detector.first
+
+        return writer.submit(store), batch.feature_maps
 
     def end(status: str, message: str, level: str, error: str | None = None) -> None:
         """Close the record whatever happened: pending rows, the first anomaly so far, the status."""
@@ -168,15 +191,17 @@ def _execute(
         except Exception:  # noqa: BLE001 - the rows of a broken step are the least of it; close the record
             pass
         writer.event("run", message, level=level)
-        writer.set_verdict(None, detector.first)
+        writer.submit(lambda w: w.set_verdict(None, detector.first))  # the detector is fed on that thread
         writer.finish(status, time.perf_counter() - started, error=error)
+        writer.release(emit)  # the events of the steps committed before the end
 
     try:
         for note in notes:
             writer.event("settings", note)
+        judge.log(writer)
         return _record_run(
             loaded, settings, interventions, writer, tracer, detector, commit_rows, started, cancel, emit,
-            tensors_every,
+            tensors_every, judge,
         )
     except RunCancelled:
         end("cancelled", "cancelled by the user", "warning")
@@ -186,10 +211,12 @@ def _execute(
             "status": "cancelled",
         }
     except GhostError as exc:
+        writer.raise_if_not_created()
         end("failed", str(exc), "error", error=str(exc))
         emit({"event": "failed", "run_dir": str(writer.path), "error": str(exc), "first_anomaly": detector.first})
         raise
     except Exception as exc:  # the pipeline (or an intervention) broke: keep the record, report it
+        writer.raise_if_not_created()  # no record at all (e.g. an unwritable runs folder): that error, as before
         message = f"{type(exc).__name__}: {exc}"
         end("failed", message, "error", error=message)
         emit({"event": "failed", "run_dir": str(writer.path), "error": message, "first_anomaly": detector.first})
@@ -206,29 +233,40 @@ def _record_run(
     loaded: LoadedPipeline,
     settings: RunSettings,
     interventions: list[Any],
-    writer: RunWriter,
+    writer: ThreadedWriter,
     tracer: Tracer,
     detector: AnomalyDetector,
-    commit_rows: Callable[[], None],
+    commit_rows: Callable[[], tuple[Future[Any], dict[str, np.ndarray]]],
     started: float,
     cancel: CancelToken | None,
     emit: ProgressFn,
     tensors_every: int = 1,
+    judge: RunJudge | None = None,
 ) -> dict[str, Any]:
     """The traced pipeline call itself; every exit path of the record is handled by the caller."""
+    judge = judge or RunJudge(loaded, settings, ".", tracer.modules, tracer.muted, None)
     pipe = loaded.pipe
+    family = adapter_for(pipe)  # the family's conventions: packed latents, step callback, call keywords
+    tracer.latent_hw = family.latent_hw(pipe, settings.height, settings.width)
     attention = (
         [AttentionCapture(AttentionCaptureConfig(patterns=DENOISER_PATTERNS))] if settings.capture_attention else []
     )
-    emit({"event": "started", "run_dir": str(writer.path), "steps": settings.steps})
+    for capture in attention:
+        capture.fallback_hw = tracer.latent_hw
+
+    def unpacked(latents: torch.Tensor) -> torch.Tensor:  # (B, C, H, W) whatever the pipeline keeps
+        return family.unpack_latents(pipe, latents, settings.height, settings.width)
+
+    writer.after(lambda: {"event": "started", "run_dir": str(writer.path), "steps": settings.steps})
     _record_prompt(pipe, settings.prompt, writer)
     preview = LatentPreview.for_pipeline(pipe, _pipeline_folder(loaded))
     state: dict[str, Any] = {"x0": None, "mark": time.perf_counter(), "mem": read_memory(loaded.device)}
 
     def on_initial(latents: torch.Tensor) -> None:
         commit_rows()  # the encode phase, and the initial latents' own stats
-        writer.save_tensors("initial_noise", {"latents": _host(latents)})
+        writer.save_tensors("initial_noise", {"latents": _host(unpacked(latents))})
         writer.commit()
+        writer.release(emit, backlog=1)
         state["mark"] = time.perf_counter()
         reset_peak(loaded.device)
 
@@ -236,19 +274,23 @@ def _record_run(
         state["x0"] = x0
 
     def on_step_end(_pipe: Any, index: int, timestep: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-        harvest = tracer.flush()
-        detector.feed(harvest.rows)
-        writer.add_stats(harvest.rows)
+        first, maps = commit_rows()
         keep = index % tensors_every == 0 or index == settings.steps - 1
-        tensors: dict[str, np.ndarray] = {}
+        host: dict[str, np.ndarray] = {}
         if keep:
-            latents = _host(kwargs["latents"])
-            x0 = _host(state["x0"]) if state["x0"] is not None else latents
-            # Previews go into the step's safetensors as uint8 RGB: a PNG per step would cost more than the step.
-            tensors.update(latents=latents, x0=x0, preview=preview(x0), latents_preview=preview(latents))
-        tensors.update({f"fm/{name}": fmap for name, fmap in harvest.feature_maps.items()})
+            latents = _host(unpacked(kwargs["latents"]))
+            host.update(latents=latents, x0=_host(unpacked(state["x0"])) if state["x0"] is not None else latents)
+        extra = {f"fm/{name}": fmap for name, fmap in maps.items()}
         for capture in attention:
-            tensors.update(capture.harvest())
+            extra.update(capture.harvest())
+
+        def tensors() -> dict[str, np.ndarray]:  # on the recorder thread, from the host copies
+            out = dict(host)
+            if host:
+                # Previews go into the step's safetensors as uint8 RGB: a PNG per step costs more than the step.
+                out.update(preview=preview(host["x0"]), latents_preview=preview(host["latents"]))
+            return {**out, **extra}
+
         now, before, after = time.perf_counter(), state["mem"], read_memory(loaded.device)
         sigmas = getattr(pipe.scheduler, "sigmas", None)
         sigma = float(sigmas[index]) if sigmas is not None and index < len(sigmas) else None
@@ -265,14 +307,11 @@ def _record_run(
         writer.add_step(info, tensors)
         state.update(mark=time.perf_counter(), mem=after, x0=None)
         reset_peak(loaded.device)
-        step_event = {
-            "event": "step",
-            "run_dir": str(writer.path),
-            "step": index,
-            "steps": settings.steps,
-            "first_anomaly": detector.first,
-        }
-        emit(step_event)  # the step is committed: readers of the record can show it
+        step_event = {"event": "step", "run_dir": str(writer.path), "step": index, "steps": settings.steps}
+        # Sent once the step is committed: readers of the record can show it.
+        writer.after(lambda: {**step_event, "first_anomaly": first.result()})
+        writer.check()  # a record that cannot be written fails the run now
+        writer.release(emit, backlog=1)
         tracer.step = index + 1
         if cancel is not None and cancel.is_cancelled():
             raise RunCancelled()
@@ -286,38 +325,50 @@ def _record_run(
         current_step=lambda: tracer.step,
         record_tensor=tracer.record,
     )
-    probes = PipelineProbes(on_x0=on_x0, on_initial=on_initial)
-    with torch.inference_mode(), tracer.hooks(), applied([*interventions, *attention, probes], ctx):
+    # Without `callback_on_step_end` (PixArt swallows it), each scheduler step ends the denoising step.
+    callback = family.has_step_callback(pipe)
+    steps_seen = iter(range(10**9))
+
+    def on_scheduler_step(timestep: Any, latents: torch.Tensor) -> None:
+        on_step_end(pipe, next(steps_seen), timestep, {"latents": latents})
+
+    observe: dict[str, Any] = (
+        {"callback_on_step_end": on_step_end, "callback_on_step_end_tensor_inputs": ["latents"]} if callback else {}
+    )
+    probes = PipelineProbes(on_x0=on_x0, on_initial=on_initial, on_step=None if callback else on_scheduler_step)
+    with torch.inference_mode(), tracer.hooks(), applied([*interventions, *attention, probes, *judge.hooks], ctx):
         for note in ctx.notes:
             writer.event("fault", note, level="warning")
         tracer.step = 0
         output = pipe(
             prompt=settings.prompt,
-            negative_prompt=settings.negative_prompt or None,
+            negative_prompt=family.negative_prompt(settings.negative_prompt),
             num_inference_steps=settings.steps,
             guidance_scale=settings.guidance,
             width=settings.width,
             height=settings.height,
             generator=torch.Generator(device="cpu").manual_seed(settings.seed),
             output_type="np",
-            callback_on_step_end=on_step_end,
-            callback_on_step_end_tensor_inputs=["latents"],
+            **observe,
+            **family.call_kwargs,
         )
         tracer.step = None
         commit_rows()  # the decode phase
     image = np.asarray(output.images[0], dtype=np.float32)
-    verdict = image_verdict(image)
-    image_path = writer.save_image("final", image)
-    writer.set_verdict(verdict, detector.first)
+    verdict = judge.verdict(image, settings.prompt, writer)
+    judge.save(writer)
+    saved = writer.save_image("final", image)
+    writer.submit(lambda w: w.set_verdict(verdict, detector.first))
     elapsed = time.perf_counter() - started
     writer.event("run", f"verdict {verdict['label']}", level="info" if verdict["label"] == "ok" else "warning")
     writer.finish("done", elapsed)
-    summary = _summary(writer.path, settings, verdict, detector.first, image_path, elapsed)
+    writer.release(emit)
+    summary = _summary(writer.path, settings, verdict, detector.first, saved.result(), elapsed)
     emit({"event": "finished", **summary})
     return summary
 
 
-def _record_prompt(pipe: Any, prompt: str, writer: RunWriter) -> None:
+def _record_prompt(pipe: Any, prompt: str, writer: ThreadedWriter) -> None:
     """Token ids, token strings and embeddings of the prompt, before any fault touches the text encoder."""
     if getattr(pipe, "tokenizer", None) is None or getattr(pipe, "text_encoder", None) is None:
         return

@@ -9,8 +9,11 @@ Commands (an optional "id" is echoed in every event the command causes):
   {"cmd": "cancel", "run": ID}                    at once, even mid-run; "run": that run command's id
   {"cmd": "decode", "run_dir": "...", "step": 3, "tensor": "latents"|"x0"}
   {"cmd": "blocks"}
+  {"cmd": "sweep", "list": PATH, "seeds": "0-9", "settings": {...}, "runs_dir": "..."}   (cancel like a run)
+  {"cmd": "bisect", "run_dir": "...", "runs_dir": "..."}   bisect_progress…, bisect_finished (cancel like a run)
+  {"cmd": "isolate", "run_dir": "...", "module": "unet.mid_block", "step": 0, "out": DIR, "fuzz": true}
   {"cmd": "quit"}
-Events: ready, loaded, started, step, finished, cancelled, failed, decoded, blocks, error (one-line message).
+Events: ready, loaded, started, step, finished, cancelled, failed, decoded, blocks, isolated, error (one-line message).
 
 Torch work happens on the main thread, one command at a time; a reader thread takes stdin so `cancel` and
 `quit` arrive while a run is going. Library chatter on stdout is redirected to stderr, which the GUI logs.
@@ -125,7 +128,8 @@ class EngineSession:
         from ghostviewer.engine.schedulers import SCHEDULERS
 
         self.emit("ready", pid=os.getpid(), protocol=protocol, torch=torch.__version__, threads=threads,
-                  schedulers=list(SCHEDULERS), faults=list_faults())
+                  schedulers=list(SCHEDULERS), faults=list_faults(),
+                  devices=["cpu", *["cuda"] * torch.cuda.is_available(), *["mps"] * torch.backends.mps.is_available()])
 
     def handle(self, command: dict[str, Any]) -> None:
         from ghostviewer.engine.errors import GhostError
@@ -160,7 +164,8 @@ class EngineSession:
         vae = getattr(pipe, "vae", None)
         self.emit("loaded", id=ident, source=loaded.source, kind=loaded.source_kind, device=loaded.device,
                   dtypes=loaded.dtypes, pipeline=type(pipe).__name__, scheduler=scheduler_name(pipe.scheduler),
-                  latent_channels=None if vae is None else vae.config.get("latent_channels"))
+                  latent_channels=None if vae is None else vae.config.get("latent_channels"),
+                  weight_hashes=dict(loaded.weight_hashes))
 
     def _cmd_blocks(self, command: dict[str, Any], ident: Any) -> None:
         from ghostviewer.engine.blocks import discover_blocks
@@ -202,11 +207,93 @@ class EngineSession:
         finally:
             with self._lock:
                 self._token = self._run_id = None
+            torch = sys.modules.get("torch")  # a failed run (out of memory) leaves its blocks cached: hand them back
+            if "finished" not in ended and torch is not None and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+    def _cmd_sweep(self, command: dict[str, Any], ident: Any) -> None:
+        """{"cmd": "sweep", "list": PATH | "items": [...], "seeds": "0-9", "settings": {...}, "runs_dir": DIR,
+        "study_dir": DIR (resume)}: sweep_progress events, then sweep_finished or sweep_failed."""
+        from ghostviewer.engine.sweep import run_sweep
+
+        with self._lock:
+            self._token, self._run_id = _new_token(), ident
+            if ident in self._cancelled_early:
+                self._cancelled_early.discard(ident)
+                self._token.cancel()
+        settings = dict(command.get("settings") or {})
+        keys = ("steps", "guidance", "faults", "bypass", "scheduler", "dtype", "device", "trace_depth")
+        options = {k: settings[k] for k in keys if settings.get(k) is not None}
+        if "negative_prompt" in settings:
+            options["negative"] = settings["negative_prompt"] or ""
+        loaded, ray = self.loaded, command.get("ray") or None
+        same = loaded is not None and not ray and str(settings.get("source") or "demo") == loaded.source
+        try:
+            result = run_sweep(
+                command.get("list") or command.get("items"), command.get("seeds") or "0-9",
+                source=str(settings.get("source") or "demo"), pipeline=loaded if same else None,
+                runs_dir=Path(str(command.get("runs_dir") or ".")).expanduser(), study_dir=command.get("study_dir"),
+                ray=ray, on_progress=lambda event: self.emit(**{**event, "id": ident}), cancel=self._token, **options)
+            summary = {k: v for k, v in result.items() if k != "runs"}
+            self.emit("sweep_finished", id=ident, **summary)
+        except Exception as exc:  # noqa: BLE001 - a sweep that cannot go on says why in one line
+            self.emit("sweep_failed", id=ident, error=" ".join(f"{exc}".split()) or type(exc).__name__)
+        finally:
+            with self._lock:
+                self._token = self._run_id = None
+
+    def _cmd_bisect(self, command: dict[str, Any], ident: Any) -> None:
+        """{"cmd": "bisect", "run_dir": DIR, "runs_dir": DIR (where the study goes)}: bisection by bypass.
+        bisect_progress events ({"stage": bisect_started | trial_started | trial_step | trial | narrowed, ...}),
+        then bisect_finished {"result": ...}; a run that cannot be bisected: error (one line)."""
+        from ghostviewer.engine.bisect import bisect_run
+        from ghostviewer.engine.errors import GhostError
+
+        if not command.get("run_dir"):
+            raise GhostError("bisect needs a run_dir")
+        with self._lock:
+            self._token, self._run_id = _new_token(), ident
+            if ident in self._cancelled_early:
+                self._cancelled_early.discard(ident)
+                self._token.cancel()
+
+        def progress(event: dict[str, Any]) -> None:
+            stage = event.get("event")
+            if stage != "bisect_finished":  # sent below, with the whole result
+                self.emit("bisect_progress", id=ident, stage=stage, **{k: v for k, v in event.items() if k != "event"})
+
+        runs_dir = Path(str(command["runs_dir"])).expanduser() if command.get("runs_dir") else None
+        try:
+            result = bisect_run(str(command["run_dir"]), runs_dir=runs_dir, on_progress=progress, cancel=self._token)
+            self.emit("bisect_finished", id=ident, result=result)
+        finally:
+            with self._lock:
+                self._token = self._run_id = None
 
     def _cmd_decode(self, command: dict[str, Any], ident: Any) -> None:
         step, tensor = int(command["step"]), str(command.get("tensor") or "latents")
         path = decode_step(self._require_pipeline(), Path(str(command["run_dir"])), step, tensor)
         self.emit("decoded", id=ident, run_dir=str(command["run_dir"]), step=step, tensor=tensor, path=str(path))
+
+    def _cmd_isolate(self, command: dict[str, Any], ident: Any) -> None:
+        """{"cmd": "isolate", "run_dir", "module", "step", "out", "fuzz"}: 'isolated' with api.isolate's dict."""
+        from ghostviewer import api
+        from ghostviewer.engine.rerun import open_recorded
+
+        run_dir = str(command["run_dir"])
+        _, settings = open_recorded(run_dir)
+        same = self.loaded is not None and self.loaded.source == settings.source  # else loaded for the run
+        step = command.get("step")
+        result = api.isolate(run_dir, module=str(command["module"]), step=None if step is None else int(step),
+                             out=str(command["out"]), fuzz=bool(command.get("fuzz")),
+                             pipeline=self.loaded if same else None)
+        self.emit("isolated", id=ident, **result)
+
+
+def _new_token() -> Any:
+    from ghostviewer.engine.runner import CancelToken
+
+    return CancelToken()
 
 
 def decode_step(loaded: Any, run_dir: Path, step: int, tensor: str = "latents") -> Path:

@@ -22,7 +22,9 @@ def _run(loaded, runs_dir: Path, prompt: str, fault: str, seed: int = 0, **kwarg
 
 def test_every_fault_is_listed_with_where_it_lives() -> None:
     names = {f["name"] for f in list_faults()}
-    assert names == {"short-prompt-attention", "nan-latents", "fp16-vae-overflow", "inf-trigger-word", "unseeded-noise"}
+    assert names == {"short-prompt-attention", "nan-latents", "fp16-vae-overflow", "inf-trigger-word", "unseeded-noise",
+                     "decoder-color-shift", "dead-text-conditioning", "scaled-block",  # these three: silent
+                     "oom-at-step"}  # a device error, not a ghost (tests/engine/test_oom.py)
     assert all(f["description"] and f["module"] for f in list_faults())
 
 

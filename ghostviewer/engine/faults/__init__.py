@@ -9,9 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.faults.dead_text_conditioning import DeadTextConditioning
+from ghostviewer.engine.faults.decoder_color_shift import DecoderColorShift
 from ghostviewer.engine.faults.fp16_vae_overflow import Fp16VaeOverflow
 from ghostviewer.engine.faults.inf_trigger_word import InfTriggerWord
 from ghostviewer.engine.faults.nan_latents import NanLatents
+from ghostviewer.engine.faults.oom_at_step import OomAtStep
+from ghostviewer.engine.faults.scaled_block import ScaledBlock
 from ghostviewer.engine.faults.short_prompt_attention import ShortPromptAttention
 from ghostviewer.engine.faults.unseeded_noise import UnseededNoise
 
@@ -26,7 +30,10 @@ class FaultInfo:
 
 FAULTS: dict[str, FaultInfo] = {
     cls.name: FaultInfo(cls.name, cls.description, cls.injected_at, cls)
-    for cls in (ShortPromptAttention, NanLatents, Fp16VaeOverflow, InfTriggerWord, UnseededNoise)
+    for cls in (ShortPromptAttention, NanLatents, Fp16VaeOverflow, InfTriggerWord, UnseededNoise,
+                # silent ghosts: no NaN, no inf; only a baseline or the prompt tells them
+                DecoderColorShift, DeadTextConditioning, ScaledBlock,
+                OomAtStep)  # not a ghost: a device error, to check the engine survives one
 }
 
 

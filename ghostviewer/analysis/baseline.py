@@ -1,0 +1,182 @@
+"""Baselines: the envelope of a pipeline's healthy behaviour, and drift out of it. Numpy only.
+
+A baseline holds, per (phase, step bucket, module) of a module's first call in a phase/step, the healthy spread
+of the recorded statistics (mean, std, absmax); for the encode and decode phases also of the per-channel means
+of each output (each channel's range, and the subspace the healthy vectors lie near); and the healthy range of
+the final image's colour statistics (analysis/image_stats.py). Spreads are `Envelope`s and `Subspace`s
+(analysis/envelope.py): a value *drifts* when it leaves its healthy extremes by more than a margin, in units of
+its robust scale (1.4826 × MAD, floored at REL_FLOOR × the module's median absmax so that a module every
+healthy run computes bit-identically, such as the time embedding, still has one); how far is reported in robust
+z-units, (value − median) / scale. Healthy outputs of one pipeline are multimodal (a white background and a
+black one decode to very different activations): a plain |z| cut would have to sit far out to spare the
+healthy extremes, while the envelope plus a margin keeps every healthy mode inside.
+
+Calibration (scripts/build_demo_baseline.py, benchmarks/false_alarms.py, 2026-12-01), the embedded demo
+pipeline at its defaults (20 DDIM steps, 64×64, float32, guidance 7.5), built from 225 healthy runs of 240
+(ghostviewer.demo.baseline_prompts, seeds 0-239), judged on 100 other healthy runs (other captions, seeds
+1000-1003): worst excess beyond the healthy extremes, in scale units — module stats 0.82, channel means 0.58,
+channel-subspace residual 0.08, colour statistics 0.06; 0 false alarms. The margins sit far beyond
+(DRIFT_MARGIN, CHANNEL_MARGIN: 6; COLOUR_MARGIN: 3) and well inside the silent ghosts' figures: a ×1.5 U-Net
+resnet leaves its std range by ≥ 8 from step 0, a stray decoder bias leaves the channel subspace by ≥ 23.
+A baseline is keyed by the pipeline's identity (weight hashes) and the settings that change the activations
+(SETTINGS_KEYS); it is stored as JSON (analysis/baseline_file.py), never pickle, and validated when loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ghostviewer.analysis.envelope import BaselineError, Envelope, Subspace, finite_number
+from ghostviewer.analysis.image_stats import colour_stats
+from ghostviewer.record import StatRow
+
+__all__ = ["Baseline", "BaselineError", "Envelope", "Subspace", "baseline_key", "deviation_grid", "finite_number"]
+
+FORMAT = "ghostviewer-baseline"
+VERSION = 1
+STATS: tuple[str, ...] = ("mean", "std", "absmax")
+SETTINGS_KEYS: tuple[str, ...] = ("scheduler", "steps", "width", "height", "dtype", "guidance")
+REL_FLOOR = 0.01  # the smallest scale of a module's stats, as a fraction of its median absmax
+COLOUR_FLOOR = 2.0 / 255.0  # the smallest scale of an image statistic (values in [0, 1])
+MAX_BUCKETS = 20  # denoising steps are grouped into at most this many buckets
+DRIFT_MARGIN = 6.0  # module stats: healthy held-out worst 0.82 (see the module docstring)
+CHANNEL_MARGIN = 6.0  # per-channel means and their subspace residual: healthy held-out worst 0.58 / 0.08
+COLOUR_MARGIN = 3.0  # image colour statistics: healthy held-out worst 0.06
+_Key = tuple[str, int | None, str]
+
+
+def step_bucket(step: int | None, steps: int, buckets: int) -> int | None:
+    if step is None:
+        return None
+    return min(buckets - 1, step * buckets // max(steps, 1))
+
+
+def key_text(phase: str, bucket: int | None, module: str) -> str:
+    return f"{phase}|{'-' if bucket is None else bucket}|{module}"
+
+
+def parse_key_text(text: str) -> _Key:
+    phase, bucket, module = text.split("|", 2)
+    return phase, None if bucket == "-" else int(bucket), module
+
+
+def settings_of(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings that matter for a baseline, from a run's settings (extra keys are ignored)."""
+    return {k: settings.get(k) for k in SETTINGS_KEYS}
+
+
+def baseline_key(identity: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """16 hex characters naming a (pipeline identity, settings) pair: the baseline's file name."""
+    text = json.dumps({"identity": dict(identity), "settings": settings_of(settings)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _worst(values: Sequence[float], lower: Sequence[float], upper: Sequence[float], env: Envelope,
+           names: Sequence[str] | None) -> tuple[float, str] | None:
+    """(z, name) of the value furthest (in |z|) among those outside [lower, upper]; None when all are inside."""
+    worst: tuple[float, str] | None = None
+    for i, value in enumerate(values):
+        if (value < lower[i] or value > upper[i]) and math.isfinite(value):
+            z = (value - env.median[i]) / env.scale[i]
+            if worst is None or abs(z) > abs(worst[0]):
+                worst = (z, names[i] if names is not None else f"channel_mean[{i}]")
+    return worst
+
+
+@dataclass
+class Baseline:
+    """A pipeline's healthy envelope at one set of settings (see the module docstring)."""
+
+    identity: dict[str, Any]
+    settings: dict[str, Any]
+    buckets: int
+    modules: dict[_Key, tuple[tuple[int, ...], Envelope]]
+    image: tuple[tuple[str, ...], Envelope] | None
+    channels: dict[_Key, tuple[Envelope, Subspace | None]] = field(default_factory=dict)  # encode/decode only
+    margin: float = DRIFT_MARGIN
+    channel_margin: float = CHANNEL_MARGIN
+    colour_margin: float = COLOUR_MARGIN
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.key = baseline_key(self.identity, self.settings)
+        self._steps = int(self.settings.get("steps") or 1)
+        self._limits = {k: (shape, *env.limits(self.margin), env) for k, (shape, env) in self.modules.items()}
+        self._channel_limits = {k: (*env.limits(self.channel_margin), env) for k, (env, _) in self.channels.items()}
+
+    def bucket(self, step: int | None) -> int | None:
+        return step_bucket(step, self._steps, self.buckets)
+
+    def _entry(self, row: StatRow) -> tuple[Any, ...] | None:
+        if row.call != 0:
+            return None
+        entry = self._limits.get((row.phase, self.bucket(row.step), row.module))
+        if entry is None or entry[0] != row.shape:
+            return None
+        return entry
+
+    def drift(self, row: StatRow, channel_means: Sequence[float] | None = None) -> tuple[float, str] | None:
+        """(z, statistic) when the row's stats — or, given for an encode/decode row, its per-channel means
+        ('channel_mean[c]', or 'channel_residual' off their healthy subspace) — leave the envelope by more than
+        the margin; else None."""
+        entry = self._entry(row)
+        if entry is None:
+            return None
+        _, lower, upper, env = entry
+        worst = _worst((row.mean, row.std, row.absmax), lower, upper, env, STATS)
+        if worst is None and channel_means is not None:
+            worst = self.channel_drift(row.phase, row.module, channel_means)
+        return worst
+
+    def channel_drift(self, phase: str, module: str, channel_means: Sequence[float]) -> tuple[float, str] | None:
+        key = (phase, None, module)
+        limits = self._channel_limits.get(key)
+        if limits is None or len(limits[2].median) != len(channel_means):
+            return None
+        worst = _worst(channel_means, *limits, None)
+        subspace = self.channels[key][1]
+        if worst is None and subspace is not None:
+            residual, env = subspace.residual_of(channel_means), subspace.residual
+            if residual > env.hi[0] + self.channel_margin * env.scale[0]:
+                worst = ((residual - env.median[0]) / env.scale[0], "channel_residual")
+        return worst
+
+    def deviation(self, row: StatRow) -> float | None:
+        """The largest |z| of the row's stats, None when the baseline has no envelope for it."""
+        entry = self._entry(row)
+        if entry is None:
+            return None
+        values = [v for v in entry[3].z((row.mean, row.std, row.absmax)) if math.isfinite(v)]
+        return max((abs(v) for v in values), default=None)
+
+    def image_drift(self, image: np.ndarray, extra: Mapping[str, float] | None = None) -> tuple[float, str] | None:
+        """(z, statistic) when the image's colour statistics leave the healthy range by the colour margin."""
+        if self.image is None:
+            return None
+        names, env = self.image
+        stats = {**colour_stats(image), **(extra or {})}
+        values = [stats.get(name, math.nan) for name in names]  # a statistic not measured is never out of range
+        return _worst(values, *env.limits(self.colour_margin), env, names)
+
+
+def deviation_grid(rows: Iterable[StatRow], baseline: Baseline) -> dict[tuple[str, int | None], float]:
+    """{(module, step): largest |z| of its stats} for every row the baseline covers (call 0), for a heat map.
+
+    Values above the baseline's margin are far from the healthy median; whether a value *drifts* also depends on
+    the healthy extremes (`Baseline.drift`).
+    """
+    grid: dict[tuple[str, int | None], float] = {}
+    for row in rows:
+        value = baseline.deviation(row)
+        if value is not None:
+            grid[(row.module, row.step)] = value
+    return grid

@@ -1,0 +1,66 @@
+"""`ghostviewer baseline build`: a pipeline's healthy envelope from prompts × seeds (a `baseline` study).
+
+The baseline is written to `<runs-dir>/baselines/<key>.json`, where `ghostviewer run` (and the GUI's engine)
+find it for runs of the same pipeline at the same settings. Exit 0 when it was built, 2 for usage errors (no
+prompts for a pipeline other than the demo, a bad seed spec, a pipeline without weight hashes, no healthy run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_baseline_parser(sub: Any) -> None:
+    from ghostviewer.cli import _add_source, _Parser
+
+    baseline = sub.add_parser("baseline", help="build a pipeline's healthy baseline (drift and colour ranges)")
+    actions = baseline.add_subparsers(dest="baseline_command", parser_class=_Parser, required=True)
+    build = actions.add_parser("build", help="run healthy prompts × seeds and write the baseline beside the runs")
+    _add_source(build, required=True)
+    build.add_argument("--prompts", metavar="LIST", help="a prompt list (.txt, .csv, .jsonl, .json); "
+                       "default for the demo pipeline: its own 24 prompts")
+    build.add_argument("--seeds", default="0-9", metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
+    build.add_argument("--steps", type=int, default=20)
+    build.add_argument("--guidance", type=float, default=7.5)
+    build.add_argument("--width", type=int)
+    build.add_argument("--height", type=int)
+    build.add_argument("--scheduler")
+    build.add_argument("--dtype", help="float32|float16|bfloat16, or per component: float32,vae=float16")
+    build.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    build.add_argument("--pairing", default="product", choices=["product", "zip"],
+                       help="every prompt with every seed (default), or the i-th prompt with the i-th seed")
+    build.add_argument("--runs-dir")
+    build.add_argument("--json", action="store_true")
+
+
+def _progress(quiet: bool):
+    def show(event: dict[str, Any]) -> None:
+        if quiet or event.get("event") != "baseline_run":
+            return
+        sys.stderr.write(f"\r  run {event['done']:>4}/{event['total']} {event['verdict'] or '-':<10}")
+        if event["done"] == event["total"]:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from ghostviewer import api
+    from ghostviewer.cli import EXIT_OK, _print_json
+
+    result = api.baseline(
+        args.pipeline, args.prompts, args.seeds, steps=args.steps, guidance=args.guidance, width=args.width,
+        height=args.height, scheduler=args.scheduler, dtype=args.dtype, device=args.device, pairing=args.pairing,
+        runs_dir=args.runs_dir, allow_pickle=args.allow_pickle, config=args.config,
+        on_progress=_progress(quiet=args.json or not sys.stderr.isatty()),
+    )
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"baseline: {result['baseline']}")
+        print(f"from {result['healthy']} healthy runs of {result['runs']} ({len(result['excluded'])} left out), "
+              f"{result['modules']} module envelopes, {result['elapsed_s']:.0f} s; study: {result['study_dir']}")
+    return EXIT_OK

@@ -1,0 +1,80 @@
+"""`ghostviewer sweep LIST_FILE`: prompts × seeds, traced and judged, recorded as a sweep study (CONTRACT.md).
+
+Exit 0 when every run is healthy, 1 when any run failed (bad verdict or a first anomaly), 2 for a malformed
+list (one line naming the file and line), a bad seed spec or another usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+
+def add_sweep_parser(sub: Any) -> None:
+    from ghostviewer.cli import _add_source
+
+    sweep = sub.add_parser("sweep", help="run every prompt of a list with every seed; failure rates per prompt")
+    sweep.add_argument("list_file", metavar="LIST_FILE", nargs="?",
+                       help=".txt (one prompt a line, # comments), .csv, .jsonl or .json")
+    _add_source(sweep)
+    sweep.add_argument("--seeds", default="0-9", metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
+    sweep.add_argument("--steps", type=int, default=20)
+    sweep.add_argument("--guidance", type=float, default=7.5)
+    sweep.add_argument("--negative", default="")
+    sweep.add_argument("--scheduler")
+    sweep.add_argument("--dtype", help="float32|float16|bfloat16, or per component: float32,vae=float16")
+    sweep.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    sweep.add_argument("--fault", action="append", default=[], metavar="NAME")
+    sweep.add_argument("--bypass", action="append", default=[], metavar="MODULE[@START:END]")
+    sweep.add_argument("--ray", metavar="auto|local|ADDRESS",
+                       help="run on Ray actors: 'auto' joins the running cluster (else starts one here), "
+                       "'local' starts one here, or give a cluster address; --runs-dir must be shared by all nodes")
+    sweep.add_argument("--resume", metavar="STUDY_DIR", help="finish a sweep study, skipping the runs it recorded")
+    sweep.add_argument("--runs-dir")
+    sweep.add_argument("--json", action="store_true")
+
+
+def _progress(quiet: bool):
+    def show(event: dict[str, Any]) -> None:
+        if quiet or event.get("event") != "sweep_progress":
+            return
+        mark = "FAIL" if event["failed"] else "ok  "
+        eta = time.strftime("%H:%M:%S", time.gmtime(event["eta"] or 0))
+        sys.stderr.write(f"  [{event['done']:>5}/{event['total']}] {mark} seed {event['seed']:<6} "
+                         f"{event['verdict'] or '-':<10} {event['rate']:.2f} runs/s, {eta} left  "
+                         f"{event['prompt'][:50]!r}\n")
+
+    return show
+
+
+def describe_sweep(result: dict[str, Any]) -> str:
+    lines = [f"{result['summary']}; study: {result['study_dir']}"]
+    width = max((len(p) for p in result["failure_rate"]), default=10)
+    for prompt, rate in result["failure_rate"].items():
+        lines.append(f"  {prompt[:60]:<{min(width, 60)}}  {100 * rate:5.1f} %")
+    bad_seeds = [seed for seed, rate in result["failure_rate_by_seed"].items() if rate > 0]
+    if bad_seeds:
+        lines.append(f"seeds with failures: {', '.join(bad_seeds)}")
+    for module, count in result["first_anomaly_modules"].items():
+        lines.append(f"first anomaly in {module}: {count} run(s)")
+    if result.get("status") == "cancelled":
+        lines.append(f"cancelled: resume with --resume {result['study_dir']}")
+    return "\n".join(lines)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ghostviewer import api
+    from ghostviewer.cli import EXIT_OK, EXIT_PROBLEM, UsageError, _print_json
+
+    if args.list_file is None and args.resume is None:
+        raise UsageError("a LIST_FILE is needed (or --resume STUDY_DIR) (see 'ghostviewer sweep --help')")
+    result = api.sweep(
+        args.list_file, args.seeds, source=args.pipeline, steps=args.steps, faults=args.fault, bypass=args.bypass,
+        resume=args.resume, ray=args.ray, runs_dir=args.runs_dir, guidance=args.guidance, negative=args.negative,
+        scheduler=args.scheduler, dtype=args.dtype, device=args.device, config=args.config,
+        allow_pickle=args.allow_pickle, on_progress=_progress(quiet=args.json and not sys.stderr.isatty()),
+    )
+    _print_json(result) if args.json else print(describe_sweep(result))
+    return EXIT_PROBLEM if result["failed"] else EXIT_OK

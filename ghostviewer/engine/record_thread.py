@@ -1,0 +1,138 @@
+"""The run's recorder on its own thread: the RunWriter (its SQLite connection, its files) lives on one thread that
+writes, in order, what the runner hands it, while the pipeline goes on computing the next step.
+
+The runner keeps the flight-recorder promise: a step's event is emitted only once the step is committed, and
+always on the runner's thread (`release`), at most `backlog` steps after the step itself, so a cancel asked for
+in a step event is still seen within a step or two. Host copies are made before anything is handed over: the
+writer thread never touches a torch tensor. An error in the writer stops further writes (the run then fails
+with it); `finish` always runs, so the record is closed whatever happened.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from ghostviewer.record import RunWriter
+
+Job = Callable[[RunWriter], Any]
+Emit = Callable[[dict[str, Any]], None]
+
+
+class ThreadedWriter:
+    """The RunWriter calls the runner makes, queued to the recorder thread (same names, same order)."""
+
+    def __init__(self, create: Callable[[], RunWriter]) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Job, Future[Any], bool] | None] = queue.SimpleQueue()
+        self._events: deque[tuple[Future[Any], dict[str, Any] | Callable[[], dict[str, Any]]]] = deque()
+        self._error: BaseException | None = None
+        self._writer: RunWriter | None = None
+        self._created: Future[RunWriter] = Future()
+        self._last: Future[Any] = self._created
+        self._finished = False
+        self._thread = threading.Thread(target=self._loop, args=(create,), name="ghostviewer-recorder", daemon=True)
+        self._thread.start()
+
+    # -- the thread -------------------------------------------------------------------------------
+    def _loop(self, create: Callable[[], RunWriter]) -> None:
+        try:
+            self._writer = create()
+            self._created.set_result(self._writer)
+        except BaseException as exc:  # noqa: BLE001 - handed to the runner through the futures
+            self._error = exc
+            self._created.set_exception(exc)
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            job, future, always = item
+            if self._writer is None or (self._error is not None and not always):
+                future.set_exception(self._error or RuntimeError("no writer"))
+                continue
+            try:
+                future.set_result(job(self._writer))
+            except BaseException as exc:  # noqa: BLE001
+                self._error = self._error or exc
+                future.set_exception(exc)
+
+    def submit(self, job: Job, always: bool = False) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((job, future, always))
+        self._last = future
+        return future
+
+    def raise_if_not_created(self) -> None:
+        """Wait for the record's creation; raise its error when there is no record at all."""
+        if self._created.exception() is not None:
+            self.finish("failed", 0.0)  # stops the thread
+            raise self._created.exception()  # type: ignore[misc]
+
+    def check(self) -> None:
+        """Raise the writer's error (if any) in the runner's thread: a run whose record cannot be written fails."""
+        if self._error is not None:
+            raise self._error
+
+    # -- RunWriter's interface ----------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self._created.result().path
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def event(self, kind: str, message: str, level: str = "info", **data: Any) -> None:
+        self.submit(lambda w: w.event(kind, message, level=level, **data))
+
+    def add_stats(self, rows: list[Any]) -> None:
+        self.submit(lambda w: w.add_stats(rows))
+
+    def save_tensors(self, name: str, tensors: dict[str, Any], step: int | None = None) -> None:
+        self.submit(lambda w: w.save_tensors(name, tensors, step))
+
+    def add_step(self, info: Any, tensors: Callable[[], dict[str, Any]]) -> None:
+        """tensors: called on the recorder thread (previews are computed there, from host copies)."""
+        self.submit(lambda w: w.add_step(info, tensors()))
+
+    def commit(self) -> None:
+        self.submit(lambda w: w.commit())
+
+    def set_verdict(self, verdict: dict[str, Any] | None, first_anomaly: dict[str, Any] | None) -> None:
+        self.submit(lambda w: w.set_verdict(verdict, first_anomaly))  # type: ignore[arg-type]
+
+    def save_image(self, name: str, image: Any) -> Future[Path]:
+        return self.submit(lambda w: w.save_image(name, image))
+
+    def finish(self, status: str, elapsed_s: float, error: str | None = None) -> None:
+        """Close the record (always attempted, after everything queued) and stop the thread; waits for both."""
+        if self._finished:
+            return
+        self._finished = True
+        done = self.submit(lambda w: w.finish(status, elapsed_s, error=error), always=True)
+        self._jobs.put(None)
+        self._thread.join()
+        if self._created.exception() is None:
+            done.result()
+
+    # -- events in step with the record ------------------------------------------------------------
+    def after(self, event: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
+        """Emit `event` (or what it returns, on the runner's thread) once everything queued so far is written."""
+        self._events.append((self._last, event))
+
+    def release(self, emit: Emit, backlog: int = 0) -> None:
+        """Emit the events whose writes are done, waiting for the oldest ones until at most `backlog` remain."""
+        while self._events:
+            future, event = self._events[0]
+            if not future.done() and len(self._events) <= backlog:
+                return
+            self._events.popleft()
+            try:
+                future.result()
+            except BaseException:  # noqa: BLE001 - the write failed: its event is not sent; check() raises
+                continue
+            emit(event() if callable(event) else event)

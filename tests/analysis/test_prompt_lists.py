@@ -1,0 +1,97 @@
+"""Prompt lists: every CONTRACT format, line-numbered errors, and streaming (a 100,000-line list is never whole)."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from ghostviewer.analysis.prompt_lists import PromptListError, count_prompt_list, iter_prompt_list, read_prompt_list
+from ghostviewer.analysis.sweep_stats import SweepStats, is_failure
+
+EXPECTED = [{"prompt": "a red circle"}, {"prompt": "a blue square", "negative": "blurry", "seed": 3, "steps": 4,
+                                          "guidance": 5.0}]
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_every_format_reads_the_same_entries(tmp_path: Path) -> None:
+    txt = _write(tmp_path, "p.txt", "# a comment\na red circle\n\n  a blue square  \n")
+    assert read_prompt_list(txt) == [{"prompt": "a red circle"}, {"prompt": "a blue square"}]
+    csv = _write(tmp_path, "p.csv", "prompt,negative,seed,steps,guidance\na red circle,,,,\n"
+                                    '"a blue square",blurry,3,4,5\n')
+    jsonl = _write(tmp_path, "p.jsonl", '"a red circle"\n\n{"prompt": "a blue square", "negative": "blurry", '
+                                        '"seed": 3, "steps": 4, "guidance": 5}\n')
+    whole = _write(tmp_path, "p.json", json.dumps(["a red circle", EXPECTED[1]], indent=2))
+    for path in (csv, jsonl, whole):
+        assert read_prompt_list(path) == EXPECTED, path.name
+    assert read_prompt_list(_write(tmp_path, "empty.json", " [ ] ")) == []
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("bad.csv", "prompt,seed\nfine,1\nbroken,x\n", "bad.csv line 3: seed 'x' is not a valid int"),
+    ("bad2.csv", "text,seed\nfine,1\n", "bad2.csv line 1: no 'prompt' column"),
+    ("bad.jsonl", '{"prompt": "a"}\n\n{"prompt": "b",\n', "bad.jsonl line 3: not valid JSON"),
+    ("bad2.jsonl", '{"prompt": "a"}\n{"text": "b"}\n', "bad2.jsonl line 2: each entry needs a 'prompt'"),
+    ("bad.json", '[\n  "a",\n  {"prompt": "b", "steps": 2.5}\n]', "bad.json line 3 (entry 2): steps 2.5"),
+    ("bad2.json", '[\n  "a",\n  "b"\n  "c"\n]', "bad2.json line 4: expected ',' or ']'"),
+    ("bad3.json", '{"prompt": "a"}', "bad3.json line 1: a .json prompt list must hold a list"),
+    ("bad4.json", '[\n"a",\n', "bad4.json line 3: the list is not closed"),
+    ("list.yaml", "- a\n", "list.yaml is not a prompt list"),
+])
+def test_malformed_lists_name_the_file_and_line(tmp_path: Path, name: str, text: str, message: str) -> None:
+    path = _write(tmp_path, name, text)
+    with pytest.raises(PromptListError) as caught:
+        read_prompt_list(path)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def _peak_while(fn) -> int:  # noqa: ANN001
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".json"])
+def test_a_100000_line_list_is_streamed_not_loaded(tmp_path: Path, suffix: str) -> None:
+    prompts = (f"prompt number {i} with a few more words to make the line longer" for i in range(100_000))
+    path = tmp_path / f"big{suffix}"
+    if suffix == ".txt":
+        path.write_text("\n".join(prompts) + "\n", encoding="utf-8")
+    elif suffix == ".jsonl":
+        path.write_text("\n".join(json.dumps({"prompt": p}) for p in prompts) + "\n", encoding="utf-8")
+    else:
+        path.write_text("[\n" + ",\n".join(json.dumps(p) for p in prompts) + "\n]", encoding="utf-8")
+    size = path.stat().st_size
+    assert size > 6_000_000
+    items = iter_prompt_list(path)
+    first: list = []
+    peak = _peak_while(lambda: first.append(next(items)))
+    assert first == [{"prompt": "prompt number 0 with a few more words to make the line longer"}]
+    assert peak < 400_000, f"reading one entry used {peak} bytes"  # the file is > 6 MB
+    counted: list[int] = []
+    peak = _peak_while(lambda: counted.append(count_prompt_list(path)))
+    assert counted == [100_000] and peak < 1_000_000, f"counting used {peak} bytes"
+    items.close()
+
+
+def test_sweep_statistics_from_rows() -> None:
+    assert is_failure("ok", None) is False and is_failure("nan", None) and is_failure("ok", {"kind": "nan"})
+    assert is_failure(None, None, "failed")
+    rows = [({"prompt": "a", "seed": s}, "nan" if s == 7 else "ok",
+             {"module": "pipeline.prepare_latents", "kind": "nan"} if s == 7 else None, "done") for s in range(10)]
+    rows.append(({"prompt": "b", "seed": 1}, None, None, "cancelled"))  # not judged: a resume makes it again
+    stats = SweepStats.from_rows(rows)
+    assert (stats.failed, stats.total) == (1, 10)
+    assert stats.failure_rate() == {"a": 0.1} and stats.failure_rate_by_seed()["7"] == 1.0
+    assert stats.to_json()["first_anomaly_modules"] == {"pipeline.prepare_latents": 1}
+    assert stats.table("seed")[7] == (7, 1, 1, 1.0) and stats.summary() == "failure rate 10 % (1/10)"
