@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu
+from PySide6.QtWidgets import QAbstractButton, QDockWidget, QMainWindow, QMenu
 
 
 @dataclass
@@ -139,6 +139,19 @@ def replay_menu(window: QMainWindow, actions: WindowActions) -> QMenu:
     for action in (actions.replay, actions.replay_5, actions.replay_20):
         menu.addAction(action)
     return menu
+
+
+def gate_replay(actions: WindowActions, button: QAbstractButton, shown: bool, allowed: bool, why: str) -> None:
+    """Replay (the Run menu's entries and the timeline's button) offered only when the shown run may be replayed
+    (a bug report's run: on its own weights); `why` (which component differs, or that they match) in the tips."""
+    for action in (actions.replay, actions.replay_5, actions.replay_20):
+        action.setEnabled(allowed)
+        action.setToolTip(why or action.statusTip())
+    button.setEnabled(shown and allowed)
+    button.setToolTip(why or REPLAY_TIP)
+
+
+REPLAY_TIP = "Re-run with exactly the recorded settings (Ctrl+R)"  # the timeline's Replay button
 
 
 def all_actions(actions: WindowActions) -> list[QAction]:

@@ -2,7 +2,11 @@
 (gui/job_scheduler.py: loads pipelines, runs queued jobs one at a time, ends every job) and one coordinator per
 long action (gui/coordinators/: runs, replays, bisections, opening studies), the A/B comparison (a replay that
 diverges opens it at the first divergence), and keeps what needs the engine and the shown run together:
-decoding a step and the shown run's first anomaly. No widget here; the main window wires widgets to it."""
+decoding a step and the shown run's first anomaly. No widget here; the main window wires widgets to it.
+
+A run from a bug-report bundle replays only on the weights it was made with: the record's environment
+`pipeline.weight_hashes` against the loaded pipeline's (the engine's `loaded` event); `replay_gate` says whether
+and, when not, which component differs. While a bisection or a sweep has the engine, the engine state says so."""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from ghostviewer.gui.error_reporter import ErrorReporter
 from ghostviewer.gui.job_scheduler import JobScheduler
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.compare_model import CompareModel
-from ghostviewer.gui.models.history_model import HistoryModel
+from ghostviewer.gui.models.history_model import HistoryModel, bundle_name, bundle_of
 from ghostviewer.gui.models.pipeline_model import PipelineModel
 from ghostviewer.gui.models.prompt_model import PromptModel
 from ghostviewer.gui.models.queue_model import Job, QueueModel
@@ -34,7 +38,7 @@ log = logging.getLogger("ghostviewer.gui")
 
 class RunController(QObject):
     sigMessage = Signal(str)  # a line for the status bar
-    sigEngineState = Signal(str)  # stopped | starting | loading | ready | running
+    sigEngineState = Signal(str)  # stopped | starting | loading | ready | running | bisecting | sweeping
     sigReplayChecked = Signal(dict)  # the replay coordinator's result
     sigJobEnded = Signal(int, str)  # job id, done | failed | cancelled (the scheduler's jobEnded)
 
@@ -58,6 +62,10 @@ class RunController(QObject):
         self.replays.replayChecked.connect(self._on_replay_checked)  # first: the comparison shows the original
         self.replays.replayChecked.connect(self.sigReplayChecked)
         self.bisects.sigMessage.connect(self.sigMessage)
+        self.bisects.stateChanged.connect(lambda state: self.set_engine_busy("bisect", state == "running"))
+        self._made_with: dict[str, tuple[str, dict[str, Any]]] = {}  # bundle run → (run id, environment pipeline)
+        self._gate_said = ""  # the last replay-gate line said in the status bar
+        timeline.runChanged.connect(self._list_bundle_run)
         engine.sigDecoded.connect(self._on_decoded)
         engine.sigBlocks.connect(lambda event: self.blocks.set_blocks(list(event.get("blocks") or [])))
         timeline.runChanged.connect(self._show_anomaly)
@@ -79,6 +87,11 @@ class RunController(QObject):
     def engine_state(self) -> str:
         return self.scheduler.engine_state
 
+    def set_engine_busy(self, work: str, busy: bool) -> None:
+        """A coordinator's own engine command (work: bisect | sweep) started (busy) or ended: meanwhile the
+        engine state is "bisecting" / "sweeping" and queued runs wait for it."""
+        self.scheduler.set_busy(work, busy)
+
     # -- runs and replays -------------------------------------------------------------------------
     def queue_run(self) -> Job:
         return self.runs.queue_run()
@@ -93,9 +106,64 @@ class RunController(QObject):
         self.scheduler.cancel_current()
 
     def replay(self, run_dir: str | None = None, times: int = 1) -> Job | None:
-        """Replay a run (the shown one by default) `times` times; the first queued job, None when none."""
-        jobs = self.replays.replay(run_dir, times)
+        """Replay a run (the shown one by default) `times` times; the first queued job, None when none. A run
+        from a bug report replays on the loaded pipeline, and only when its weights are the recorded ones."""
+        run_dir = run_dir or self.timeline.run_dir
+        allowed, why = self._replay_words(run_dir)
+        if not allowed:
+            self.reporter.report(why)
+            return None
+        source = self.pipeline.source if bundle_of(run_dir) is not None else None
+        jobs = self.replays.replay(run_dir, times, source=source)
         return jobs[0] if jobs else None
+
+    def replay_blocker(self, run_dir: str | None = None) -> str:
+        """Why this run (the shown one by default) cannot be replayed now; "" when it can."""
+        allowed, why = self._replay_words(run_dir or self.timeline.run_dir)
+        return "" if allowed else why
+
+    def replay_gate(self) -> tuple[bool, str]:
+        """(may the shown run be replayed, the line that says why) — the line is "" for a run of this machine;
+        a new line goes to the status bar once."""
+        allowed, words = self._replay_words(self.timeline.run_dir)
+        if words and words != self._gate_said:
+            self.sigMessage.emit(words)
+        self._gate_said = words
+        return allowed, words
+
+    def _replay_words(self, run_dir: str | None) -> tuple[bool, str]:
+        bundle = bundle_of(run_dir)
+        if run_dir is None or bundle is None:
+            return True, ""
+        made_with = self._made_with.get(str(run_dir))
+        if made_with is None:
+            try:
+                record = RunRecord(run_dir)
+                made_with = (record.run_id, dict((record.environment or {}).get("pipeline") or {}))
+            except RecordError:
+                return True, ""  # replay reports the unreadable run itself
+            self._made_with[str(run_dir)] = made_with
+        run_id, pipeline = made_with
+        words = {"run_id": run_id, "bundle": bundle_name(bundle)}
+        recorded = dict(pipeline.get("weight_hashes") or {})
+        loaded = self.pipeline.info.get("weight_hashes") if self.pipeline.status == "loaded" else None
+        if not recorded:
+            return False, messages.REPLAY_NO_HASHES.format(why="the bug report records no weight hashes", **words)
+        if self.pipeline.status != "loaded":
+            return False, messages.REPLAY_NO_PIPELINE.format(source=pipeline.get("source") or "?", **words)
+        if not isinstance(loaded, dict) or not loaded:
+            return False, messages.REPLAY_NO_HASHES.format(
+                why="the engine did not report the loaded pipeline's weight hashes", **words)
+        differs = weight_differences(recorded, loaded)
+        if differs:
+            return False, messages.REPLAY_WEIGHTS_DIFFER.format(differs="; ".join(differs), **words)
+        return True, messages.REPLAY_WEIGHTS_MATCH.format(components=", ".join(sorted(recorded)), **words)
+
+    def _list_bundle_run(self) -> None:
+        """A bundle's run shown (opened from a .zip) is listed in the history, tagged with its bundle."""
+        run_dir = self.timeline.run_dir
+        if run_dir and bundle_of(run_dir) is not None and self.history.entry(run_dir) is None:
+            self.history.refresh()
 
     def bisect(self, run_dir: str | None = None) -> bool:
         """Bisect a failing run by bypass (the shown one by default); the trail fills as it goes."""
@@ -155,6 +223,20 @@ class RunController(QObject):
         self.sigMessage.emit(messages.ANOMALY_AT.format(kind=anomaly.get("kind"), module=anomaly["module"],
                                                         where=f"{anomaly.get('phase')}{step}"))
         return True
+
+
+def weight_differences(recorded: dict[str, Any], loaded: dict[str, Any]) -> list[str]:
+    """['unet differs (1a2b3c4d here, 5e6f7a8b in the bug report)', 'vae is missing'] — [] when the same."""
+    lines = []
+    for component in sorted(set(recorded) | set(loaded)):
+        here, there = loaded.get(component), recorded.get(component)
+        if there is None:
+            lines.append(f"{component} is not in the bug report")
+        elif here is None:
+            lines.append(f"{component} is missing")
+        elif str(here) != str(there):
+            lines.append(f"{component} differs ({str(here)[:8]} here, {str(there)[:8]} in the bug report)")
+    return lines
 
 
 def _created(run_dir: str) -> str:

@@ -2,7 +2,11 @@
 engine's events to its jobs, and ends every job exactly once — done, failed or cancelled — whatever happens:
 the run's own end event, an `error` event for it, the engine process dying, the engine restarted or stopped
 mid-run, a run folder that never appears. Each ending is one `jobEnded(job_id, status)`; the job's row says
-how it ended (`Job.ended_by`, `Job.error`). No widget, no record reading: coordinators listen to the signals."""
+how it ended (`Job.ended_by`, `Job.error`). No widget, no record reading: coordinators listen to the signals.
+
+A coordinator that gives the engine a long command of its own (a bisection, a sweep) holds the scheduler while
+it runs: the state says so ("bisecting", "sweeping"), nothing else is sent, and queued jobs say what they wait
+for; the release (or the engine stopping) lets them go."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from ghostviewer.gui.models.queue_model import Job, QueueModel
 log = logging.getLogger("ghostviewer.gui")
 Key = tuple[str, str, str]  # (source, device, dtype)
 ENGINE_WORK = {"decode": "decode the step", "blocks": "list the blocks", "bisect": "bisect the run"}  # for errors
+HOLDS = {"bisect": ("bisecting", "the bisection"), "sweep": ("sweeping", "the sweep")}  # state word, what waits
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ def job_key(job: Job) -> Key:
 
 
 class JobScheduler(QObject):
-    stateChanged = Signal(str)  # stopped | starting | loading | ready | running
+    stateChanged = Signal(str)  # stopped | starting | loading | ready | running | bisecting | sweeping
     jobStarted = Signal(int, str)  # job id, its run folder (as the engine names it)
     jobStepped = Signal(int, int)  # job id, steps recorded so far
     jobEnded = Signal(int, str)  # job id, done | failed | cancelled — once per job, always
@@ -56,6 +61,7 @@ class JobScheduler(QObject):
         self._failed_key: Key | None = None
         self._inflight: Command | None = None
         self._stopping: str | None = None  # why, while we stop or restart the engine ourselves
+        self._holds: list[str] = []  # the coordinators' own commands the engine is busy with (HOLDS keys)
         engine.sigStateChanged.connect(self._on_engine_state)
         engine.sigLoaded.connect(self._on_loaded)
         engine.sigStarted.connect(self._on_started)
@@ -100,7 +106,26 @@ class JobScheduler(QObject):
     def engine_state(self) -> str:
         if self.engine.state != "ready":
             return self.engine.state
-        return {"load": "loading", "run": "running"}[self._inflight.kind] if self._inflight else "ready"
+        if self._inflight:
+            return {"load": "loading", "run": "running"}[self._inflight.kind]
+        return HOLDS[self._holds[-1]][0] if self._holds else "ready"
+
+    def hold(self, work: str) -> None:
+        """A coordinator sent the engine a long command of its own (`work`: bisect | sweep): send nothing else
+        until it is released; queued jobs wait, and say so."""
+        if work not in HOLDS:
+            raise ValueError(f"unknown engine work {work!r}")
+        if work not in self._holds:
+            self._holds.append(work)
+            self.tick()
+
+    def release(self, work: str) -> None:
+        if work in self._holds:
+            self._holds.remove(work)
+            self.tick()
+
+    def set_busy(self, work: str, busy: bool) -> None:
+        (self.hold if busy else self.release)(work)
 
     def start_engine(self) -> None:
         self.engine.start()
@@ -131,6 +156,7 @@ class JobScheduler(QObject):
 
     def _forget_engine(self) -> None:
         self._loaded_key, self._inflight, self._failed_key = None, None, None
+        self._holds = []  # whatever the engine was doing for a coordinator is gone with it
 
     def _publish(self) -> None:
         self.stateChanged.emit(self.engine_state)
@@ -146,7 +172,8 @@ class JobScheduler(QObject):
 
     def tick(self) -> None:
         """Start the next thing the engine should do: load the wanted pipeline, or run the next job."""
-        idle = self.engine.state == "ready" and self.engine.running and self._stopping is None
+        self._mark_waiting()
+        idle = self.engine.state == "ready" and self.engine.running and self._stopping is None and not self._holds
         if not idle or self._inflight is not None:
             self._publish()
             return
@@ -165,6 +192,15 @@ class JobScheduler(QObject):
             self._inflight = Command("run", ident, job_id=job.id)
             self.queue.update(job.id, status="running", step=0)
         self._publish()
+
+    def _mark_waiting(self) -> None:
+        """Queued jobs say what holds them back ("waiting for the bisection"), and stop saying it after."""
+        why = messages.JOB_WAITING.format(work=HOLDS[self._holds[-1]][1]) if self._holds else ""
+        for job in self.queue.jobs():
+            if job.status == "queued" and job.waiting != why:
+                self.queue.update(job.id, waiting=why)
+            elif job.status != "queued" and job.waiting:
+                self.queue.update(job.id, waiting="")
 
     def _end(self, job_id: int, status: str, ended_by: str, **fields: Any) -> None:
         """The one way a job ends (the caller ticks after)."""

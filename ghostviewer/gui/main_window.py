@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from ghostviewer.gui import messages
 from ghostviewer.gui.about_dialog import show_about
-from ghostviewer.gui.actions import build_menus, create_actions, navigation_actions, replay_menu
+from ghostviewer.gui.actions import build_menus, create_actions, gate_replay, navigation_actions, replay_menu
 from ghostviewer.gui.app_settings import LAYOUT_VERSION
 from ghostviewer.gui.app_state import AppState
 from ghostviewer.gui.bundle_export_dialog import show_export_dialog
@@ -56,7 +56,9 @@ from ghostviewer.gui.window_layout import (
 )
 
 ENGINE_WORDS = {"stopped": "engine stopped — Engine ▸ Restart engine", "starting": "engine starting…",
-                "loading": "engine loading the pipeline…", "ready": "engine ready", "running": "engine running"}
+                "loading": "engine loading the pipeline…", "ready": "engine ready", "running": "engine running",
+                "bisecting": messages.ENGINE_BUSY.format(doing="bisecting"),
+                "sweeping": messages.ENGINE_BUSY.format(doing="sweeping")}
 
 
 class MainWindow(QMainWindow):
@@ -164,6 +166,12 @@ class MainWindow(QMainWindow):
         self.queue_panel.jobActivated.connect(self._open_job)
         self.history_panel.runSelected.connect(s.opener.open_run)
         self.history_panel.replayRequested.connect(c.replay)
+        self.history_panel.replayTimesRequested.connect(lambda path, times: c.replay(path, times))
+        self.history_panel.bisectRequested.connect(c.bisect)
+        self.history_panel.compareRequested.connect(c.compare_runs)
+        self.history_panel.exportRequested.connect(lambda path: s.opener.open_run(path) and show_export_dialog(self, s))
+        self.history_panel.messageRequested.connect(lambda text: self.statusBar().showMessage(text, 15000))
+        self.history_panel.replay_blocker = c.replay_blocker
         self.heatmap.jumpRequested.connect(self._jump_to_anomaly)
         self.isolate = IsolateAction(s, self, requests=self.block_tree.isolateRequested)
         self.timeline_bar.decodeRequested.connect(lambda: c.decode_step())
@@ -176,6 +184,8 @@ class MainWindow(QMainWindow):
         c.studies.viewOpened.connect(lambda view: self._bring_forward("Bisection") if view == "bisect" else None)
         c.bisects.stateChanged.connect(lambda state: self._bring_forward("Bisection") if state == "waiting" else None)
         c.sigReplayChecked.connect(self.timeline_bar.show_replay)
+        for changed in (t.runChanged, t.stepsChanged, s.pipeline.changed):  # after the bar's own (it enables Replay)
+            changed.connect(self._gate_replay)
         c.sigMessage.connect(lambda text: self.statusBar().showMessage(text, 10000))
         c.sigEngineState.connect(lambda state: self.engine_label.setText(ENGINE_WORDS.get(state, state)))
         s.reporter.sigReported.connect(lambda text: self.statusBar().showMessage(text, 15000))
@@ -248,6 +258,10 @@ class MainWindow(QMainWindow):
         """The previous run's "First anomaly: …" must not stay in the status bar over another run."""
         if self.statusBar().currentMessage().startswith(messages.ANOMALY_PREFIX):
             self.statusBar().clearMessage()
+
+    def _gate_replay(self, *_args: object) -> None:
+        allowed, why = self.state.controller.replay_gate()
+        gate_replay(self.actions, self.timeline_bar.replay, self.state.timeline.record is not None, allowed, why)
 
     def _open_job(self, job_id: int) -> None:
         job = self.state.queue.job(job_id)

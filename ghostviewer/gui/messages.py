@@ -59,3 +59,16 @@ BISECT_CANCELLED = "Bisection cancelled."
 BISECT_FAILED = "The bisection stopped: {message}"
 BISECT_UNFINISHED = "This bisection did not finish ({status}): the re-runs it recorded."
 STUDY_FAILED = "Could not open the study {path}: {message}"
+# The engine busy with a coordinator's own command (the status bar), and the queued runs held back meanwhile.
+ENGINE_BUSY = "engine busy: {doing}…"  # bisecting, sweeping
+JOB_WAITING = "waiting for {work}"  # the bisection, the sweep
+# Replaying a run from a bug report: only on the very weights it was made with.
+REPLAY_NO_PIPELINE = ("Replay is off for {run_id} (from the bug report {bundle}): load the pipeline it was made "
+                      "with ({source}) first — its weight hashes must match.")
+REPLAY_NO_HASHES = "Replay is off for {run_id} (from the bug report {bundle}): {why}, so the weights cannot be checked."
+REPLAY_WEIGHTS_DIFFER = ("Replay is off for {run_id} (from the bug report {bundle}): the loaded pipeline's "
+                         "{differs} — not the weights the bug report was made with.")
+REPLAY_WEIGHTS_MATCH = "Replay of {run_id} (from the bug report {bundle}): the loaded weights match ({components})."
+# The history's context menu.
+COMPARE_PICK_B = "Compare {run_id} with… click the other run in the history (Esc to cancel)."
+COMPARE_PICK_CANCELLED = "Compare cancelled."

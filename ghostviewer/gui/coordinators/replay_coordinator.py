@@ -79,15 +79,16 @@ class ReplayCoordinator(QObject):
         scheduler.jobStarted.connect(self._on_job_started)
         scheduler.jobEnded.connect(self._on_job_ended)
 
-    def replay(self, run_dir: str | None = None, times: int = 1) -> list[Job]:
-        """Queue `times` replays of a run (the shown one by default); [] when there is none to replay."""
+    def replay(self, run_dir: str | None = None, times: int = 1, source: str | None = None) -> list[Job]:
+        """Queue `times` replays of a run (the shown one by default); [] when there is none to replay. `source`:
+        the pipeline to replay it on instead of the recorded one (a bug report's run, its weights checked)."""
         run_dir = run_dir or self.timeline.run_dir
         if run_dir is None:
             self.reporter.report(messages.NO_RUN_SELECTED)
             return []
         try:
             record = RunRecord(run_dir)
-            settings = dict(record.settings)
+            settings = dict(record.settings) | ({"source": source} if source else {})
         except RecordError as exc:
             self.reporter.report(messages.NOT_A_RUN.format(path=run_dir, message=exc))
             return []

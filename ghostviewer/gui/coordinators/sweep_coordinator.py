@@ -54,6 +54,8 @@ class SweepCoordinator(QObject):
         self._timer.timeout.connect(model.refresh)
         engine.sigEvent.connect(self._on_event)
         controller.sigEngineState.connect(lambda _state: self._send_pending())
+        if hasattr(controller, "set_engine_busy"):  # the RunController: the engine state says "sweeping"
+            self.stateChanged.connect(lambda state: controller.set_engine_busy("sweep", state == "running"))
         engine.sigEngineDied.connect(lambda why: self._on_end({"id": self._ident}, f"the engine process {why}"))
 
     # -- starting ---------------------------------------------------------------------------------

@@ -1,22 +1,47 @@
 """Every run and study in the runs folder, read from the records alone (no engine), cached by modification time.
 
 A study is one row whose children are its runs (they live in the study's own folder, out of the top level).
+The runs of bug-report bundles opened in the window (extracted into <runs_dir>/bundles/<name>-<time>/runs/<id>)
+are rows too, tagged with their bundle's name.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.gui.models.prompt_model import intervention_words
 from ghostviewer.record import RecordError, RunRecord, StudyRecord
+from ghostviewer.record.bundle_format import MANIFEST, README, REPRO, RUNS_FOLDER
 
 DB_FILES = ("run.sqlite", "run.sqlite-wal")
 STUDY_DB_FILES = ("study.sqlite", "study.sqlite-wal")
+BUNDLES_FOLDER = "bundles"  # where the window extracts the bundles it opens (gui/path_opener.py)
+_EXTRACTED = re.compile(r"-\d{8}-\d{6}-[0-9a-f]{6}$")  # the time and token open_bundle adds to the name
+
+
+def is_bundle_folder(folder: Path) -> bool:
+    """An extracted bug report: runs/ beside the bundle's README.txt and repro.py (or its manifest)."""
+    return (folder / RUNS_FOLDER).is_dir() and any((folder / name).is_file() for name in (README, REPRO, MANIFEST))
+
+
+def bundle_of(run_dir: str | Path | None) -> Path | None:
+    """The extracted bundle folder a run belongs to (<folder>/runs/<run_id>), or None."""
+    if run_dir is None:
+        return None
+    runs = Path(run_dir).parent
+    return runs.parent if runs.name == RUNS_FOLDER and is_bundle_folder(runs.parent) else None
+
+
+def bundle_name(folder: str | Path) -> str:
+    """'ghostviewer-bug-run-0042' for the folder open_bundle made of ghostviewer-bug-run-0042.zip."""
+    return _EXTRACTED.sub("", Path(folder).name) or Path(folder).name
 
 
 @dataclass(frozen=True)
@@ -33,6 +58,7 @@ class RunEntry:
     changes: tuple[str, ...] = ()  # what the run changed in the pipeline: ("ghost: nan-latents", "1 bypass")
     first_anomaly: dict | None = None
     image: str | None = None  # the final image, for the thumbnail
+    bundle: str = ""  # the bug report it came from (its name), for a run opened from a bundle
 
     def state(self, live_run: str | None) -> str:
         """What the history shows: the verdict label (with the first anomaly's kind when the image passed
@@ -136,7 +162,7 @@ def _stamp(folder: Path, names: tuple[str, ...] = DB_FILES) -> tuple[int, ...]:
     return tuple(stamps)
 
 
-def read_entry(folder: Path) -> RunEntry:
+def read_entry(folder: Path, bundle: str = "") -> RunEntry:
     record = RunRecord(folder)
     summary = record.summary()
     verdict = summary.get("verdict") or {}
@@ -145,7 +171,23 @@ def read_entry(folder: Path) -> RunEntry:
                     summary.get("seed"), summary.get("steps"), str(summary.get("status")),
                     verdict.get("label") if isinstance(verdict, dict) else None, record.error,
                     tuple(intervention_words(record.settings)), anomaly if isinstance(anomaly, dict) else None,
-                    summary.get("image"))
+                    summary.get("image"), bundle)
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        return [c for c in folder.iterdir() if c.is_dir()] if folder.is_dir() else []
+    except OSError:
+        return []
+
+
+def bundle_runs(runs_dir: Path) -> list[tuple[Path, str]]:
+    """(run folder, bundle name) of every run of the bundles extracted under <runs_dir>/bundles."""
+    found = []
+    for folder in _subfolders(runs_dir / BUNDLES_FOLDER):
+        if is_bundle_folder(folder):
+            found.extend((run, bundle_name(folder)) for run in _subfolders(folder / RUNS_FOLDER))
+    return found
 
 
 class HistoryModel(QObject):
@@ -172,13 +214,12 @@ class HistoryModel(QObject):
     def refresh(self) -> None:
         rows: list[HistoryRow] = []
         cache: dict[str, tuple[tuple[int, ...], HistoryRow]] = {}
-        try:
-            children = [c for c in self.runs_dir.iterdir() if c.is_dir()] if self.runs_dir.is_dir() else []
-        except OSError:
-            children = []
-        for child in children:
-            reader: Callable[[Path], HistoryRow] = read_entry
+        children = [(child, "") for child in _subfolders(self.runs_dir)] + bundle_runs(self.runs_dir)
+        for child, bundle in children:
+            reader: Callable[[Path], HistoryRow] = partial(read_entry, bundle=bundle)
             stamp = _stamp(child)
+            if bundle and stamp == (0, 0):
+                continue  # a bundle holds runs only
             if stamp == (0, 0):
                 reader, stamp = read_study, _stamp(child, STUDY_DB_FILES)
                 if stamp == (0, 0):

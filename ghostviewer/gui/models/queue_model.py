@@ -10,10 +10,38 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.analysis.verdicts import verdict_is_bad
+from ghostviewer.gui.models.prompt_model import intervention_words
+from ghostviewer.gui.models.timeline_model import anomaly_where
 
 FINISHED = ("done", "failed", "cancelled")
 ENDED_BY = {"run": "", "engine": "the engine stopped", "load": "the pipeline did not load", "user": "",
             "shutdown": "the window closed"}
+SHORT_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+PROMPT_CHARS = 48
+
+
+def setup_words(settings: dict[str, Any]) -> list[str]:
+    """The row's compact setup: ['seed 7', 'fp16', 'ghost: nan-latents', '2 bypasses', '1 capture']."""
+    dtype = settings.get("dtype")
+    return [f"seed {settings.get('seed')}", *([SHORT_DTYPES.get(str(dtype), str(dtype))] if dtype else []),
+            *intervention_words(settings)]
+
+
+def setup_lines(settings: dict[str, Any]) -> list[str]:
+    """The same in full, for the tooltip: every bypassed and captured module named."""
+    s = settings
+    dtype = s.get("dtype") or "the pipeline's own"
+    lines = [f"seed {s.get('seed')} · {s.get('steps')} steps · dtype {dtype} · {s.get('source') or 'demo'}"
+             f" on {s.get('device') or 'auto'}"]
+    faults = [str(f) for f in s.get("faults") or []]
+    lines.append("ghost: " + ", ".join(faults) if faults else "no ghost")
+    for key in ("bypass", "capture"):
+        modules = [str(m) for m in s.get(key) or []]
+        if modules:
+            lines.append(f"{key} ({len(modules)}): " + ", ".join(modules))
+    if s.get("capture_attention"):
+        lines.append("attention capture")
+    return lines
 
 
 @dataclass
@@ -28,7 +56,8 @@ class Job:
     replay_of: str | None = None  # the run this job replays
     ended_by: str = ""  # run (the engine ended it) | engine (died, restarted) | load | user | shutdown
     first_anomaly: dict[str, Any] | None = None  # as the engine reported it at the end
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # "label": "replay 2/5" (a replay of a batch)
+    waiting: str = ""  # why a queued job does not start yet ("waiting for the bisection")
 
     @property
     def steps(self) -> int:
@@ -39,10 +68,16 @@ class Job:
         return self.status in FINISHED
 
     @property
+    def label(self) -> str:
+        """The row's tag: "replay 2/5" for one replay of a batch, "replay" for a single one, "" for a run."""
+        return str(self.extra.get("label") or ("replay" if self.replay_of else ""))
+
+    @property
     def title(self) -> str:
+        """'replay 2/5 · seed 7 · fp16 · ghost: nan-latents · 1 bypass · a red circle…' (the row's text)."""
         prompt = str(self.settings.get("prompt") or "(empty prompt)")
-        prompt = prompt if len(prompt) <= 48 else prompt[:47] + "…"
-        return ("replay · " if self.replay_of else "") + f"{prompt} · seed {self.settings.get('seed')}"
+        prompt = prompt if len(prompt) <= PROMPT_CHARS else prompt[:PROMPT_CHARS - 1] + "…"
+        return " · ".join([*([self.label] if self.label else []), *setup_words(self.settings), prompt])
 
     def state(self) -> tuple[str, str]:
         """(text, kind) for the queue row; kind is a verdict badge kind: none, running, ok, bad, failed,
@@ -53,19 +88,26 @@ class Job:
             return self.verdict, "bad" if verdict_is_bad(self.verdict) else "ok"
         if self.status == "failed" and self.ended_by == "engine":
             return "engine died", "incomplete"
+        if self.status == "queued" and self.waiting:
+            return "waiting", "none"
         return self.status, {"queued": "none"}.get(self.status, self.status)
 
     def state_tip(self) -> str:
-        """How the job ended, in words (the queue row's tooltip)."""
+        """The job in full and how it ended, in words (the queue row's tooltip)."""
         lines = [self.run_dir or str(self.settings.get("prompt") or "")]
+        if self.label:
+            lines.append(self.label + (f" of {self.replay_of}" if self.replay_of else ""))
+        lines.extend(setup_lines(self.settings))
+        if self.status == "queued" and self.waiting:
+            lines.append(self.waiting)
         if self.finished:
             why = self.error or ENDED_BY.get(self.ended_by, "")
             lines.append(f"{self.status}" + (f": {why}" if why else "") + (f" (verdict {self.verdict})"
                                                                           if self.verdict else ""))
         anomaly = self.first_anomaly
         if anomaly:
-            lines.append(f"first anomaly: {anomaly.get('kind')} at {anomaly.get('phase')} step "
-                         f"{anomaly.get('step')} in {anomaly.get('module')}")
+            lines.append(f"first anomaly: {anomaly.get('kind')} at {anomaly_where(anomaly)} in "  # never "step None"
+                         f"{anomaly.get('module')}")
         return "\n".join(line for line in lines if line)
 
 

@@ -4,14 +4,21 @@ when the image passed anyway), what it changed in the pipeline (ghost, bypasses)
 anomaly.
 
 A study is a row that expands to its child runs; a child opens like a run row (runSelected with its folder).
+A run from an opened bug-report bundle is a run row tagged "[bundle NAME]".
+
+A run row's context menu: Open, Compare with… (the next run clicked in the history is B), Replay, Replay ×5,
+Bisect, Export bug report…; the window connects the requests to the controller's actions. Replay is greyed out,
+with the reason, when `replay_blocker(path)` names one (a bundle's run and weights that are not its own).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QPixmap
+from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QKeySequence, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLineEdit,
@@ -23,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ghostviewer.gui import messages
 from ghostviewer.gui.models.history_model import HistoryModel, RunEntry, StudyChild, StudyEntry
 from ghostviewer.gui.models.timeline_model import anomaly_words
 
@@ -34,6 +42,8 @@ PATH_ROLE = Qt.ItemDataRole.UserRole
 KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "run", "study" or "child"
 COLUMNS = 6
 THUMB_PX = 24
+BUNDLE_COLOUR = "#6a1b9a"
+REPLAY_TIMES = 5  # the menu's "Replay ×5"
 
 
 def when_words(created: str) -> str:
@@ -52,6 +62,11 @@ class HistoryPanel(QWidget):
     runSelected = Signal(str)  # run folder (a top-level run or a study's child run)
     studySelected = Signal(str)  # study folder
     replayRequested = Signal(str)
+    replayTimesRequested = Signal(str, int)  # run folder, how many replays
+    bisectRequested = Signal(str)
+    exportRequested = Signal(str)
+    compareRequested = Signal(str, str)  # run A (the row whose menu said "Compare with…"), run B (picked next)
+    messageRequested = Signal(str)  # a line for the status bar (what to click next)
 
     def __init__(self, model: HistoryModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,6 +79,8 @@ class HistoryPanel(QWidget):
         for column, width in enumerate((134, 84, 44, 40, 220)):  # When: the thumbnail, the date and time
             self.tree.setColumnWidth(column, width)
         self._thumbs: dict[str, QIcon] = {}  # final image path → its thumbnail (a final image never changes)
+        self.replay_blocker: Callable[[str], str] | None = None  # why a run cannot be replayed now ("": it can)
+        self.compare_from: str | None = None  # run A while the user picks run B
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         top = QHBoxLayout()
         top.addWidget(self.filter)
@@ -76,7 +93,10 @@ class HistoryPanel(QWidget):
         self.filter.textChanged.connect(self._apply_filter)
         self.refresh_button.clicked.connect(model.refresh)
         self.tree.currentItemChanged.connect(self._on_current)
+        self.tree.itemClicked.connect(lambda item, _column: self._picked(item))
         self.tree.customContextMenuRequested.connect(self._menu)
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self.tree, self.cancel_compare,
+                  context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self._rebuild()
 
     # -- building ---------------------------------------------------------------------------------------
@@ -122,21 +142,23 @@ class HistoryPanel(QWidget):
     def _run_item(self, entry: RunEntry) -> QTreeWidgetItem:
         state = entry.state(self.model.live_run)
         changes = f"[{' · '.join(entry.changes)}] " if entry.changes else ""
+        tag = f"[bundle {entry.bundle}] " if entry.bundle else ""
         anomaly = anomaly_words(entry.first_anomaly)
         item = QTreeWidgetItem([when_words(entry.created), state, str(entry.seed), str(entry.steps),
-                                changes + entry.prompt, anomaly])
+                                tag + changes + entry.prompt, anomaly])
         item.setData(0, PATH_ROLE, entry.path)
         item.setData(0, KIND_ROLE, "run")
         icon = self.thumbnail(entry.image)
         if icon is not None:
             item.setIcon(0, icon)
         item.setToolTip(0, entry.created)
-        item.setToolTip(4, changes + entry.prompt)
+        origin = f"\nfrom the bug report {entry.bundle} (a read-only copy in {Path(entry.path).parents[1]})"
+        item.setToolTip(4, changes + entry.prompt + (origin if entry.bundle else ""))
         item.setToolTip(1, entry.error or entry.path)
         item.setToolTip(5, f"first anomaly: {anomaly}" if anomaly else "no anomaly")
         item.setForeground(1, QBrush(QColor(state_colour(state))))
-        if entry.changes:
-            item.setForeground(4, QBrush(QColor(WARN_COLOUR)))
+        if entry.changes or entry.bundle:
+            item.setForeground(4, QBrush(QColor(WARN_COLOUR if entry.changes else BUNDLE_COLOUR)))
         if anomaly:
             item.setForeground(5, QBrush(QColor(BAD_COLOUR)))
         return item
@@ -197,7 +219,7 @@ class HistoryPanel(QWidget):
                 return
 
     def _on_current(self, item: QTreeWidgetItem | None, _previous: QTreeWidgetItem | None) -> None:
-        if item is None:
+        if item is None or self._picked(item):
             return
         path = str(item.data(0, PATH_ROLE))
         if item.data(0, KIND_ROLE) == "study":
@@ -206,16 +228,60 @@ class HistoryPanel(QWidget):
         else:
             self.runSelected.emit(path)
 
-    def _menu(self, position) -> None:  # noqa: ANN001 - QPoint
-        item = self.tree.itemAt(position)
-        if item is None:
-            return
+    # -- Compare with…: the next run clicked is B -------------------------------------------------------
+    def begin_compare(self, path: str) -> None:
+        self.compare_from = path
+        self.messageRequested.emit(messages.COMPARE_PICK_B.format(run_id=Path(path).name))
+
+    def cancel_compare(self) -> None:
+        if self.compare_from is not None:
+            self.compare_from = None
+            self.messageRequested.emit(messages.COMPARE_PICK_CANCELLED)
+
+    def _picked(self, item: QTreeWidgetItem) -> bool:
+        """While picking run B: a run (or a study's run) other than A is B (True: the click is used up)."""
+        if self.compare_from is None or item.data(0, KIND_ROLE) == "study":
+            return False
+        path = str(item.data(0, PATH_ROLE))
+        if Path(path) == Path(self.compare_from):
+            return True  # A itself: keep waiting for B
+        run_a, self.compare_from = self.compare_from, None
+        self.compareRequested.emit(run_a, path)
+        return True
+
+    # -- the context menu -------------------------------------------------------------------------------
+    def context_menu(self, item: QTreeWidgetItem) -> QMenu:
+        """The row's menu (built, not shown: the tests trigger its actions)."""
         path = str(item.data(0, PATH_ROLE))
         menu = QMenu(self)
+        menu.setToolTipsVisible(True)
         if item.data(0, KIND_ROLE) == "study":
             menu.addAction("Hide runs" if item.isExpanded() else "Show runs",
                            lambda: item.setExpanded(not item.isExpanded()))
+            return menu
+        menu.addAction("Open", lambda: self.runSelected.emit(path))
+        menu.addAction("Compare with…", lambda: self.begin_compare(path))
+        menu.addSeparator()
+        blocked = self.replay_blocker(path) if self.replay_blocker is not None else ""
+        for text, times in (("Replay", 1), (f"Replay ×{REPLAY_TIMES}", REPLAY_TIMES)):
+            action = menu.addAction(text, lambda times=times: self._replay(path, times))
+            action.setEnabled(not blocked)
+            action.setToolTip(blocked or f"Re-run {Path(path).name} with exactly its recorded settings"
+                              + (f", {times} times" if times > 1 else ""))
+        menu.addAction("Bisect", lambda: self.bisectRequested.emit(path))
+        menu.addSeparator()
+        menu.addAction("Export bug report…", lambda: self.exportRequested.emit(path))
+        return menu
+
+    def _replay(self, path: str, times: int) -> None:
+        if times == 1:
+            self.replayRequested.emit(path)
         else:
-            menu.addAction("Open", lambda: self.runSelected.emit(path))
-            menu.addAction("Replay this seed", lambda: self.replayRequested.emit(path))
-        menu.exec(self.tree.viewport().mapToGlobal(position))
+            self.replayTimesRequested.emit(path, times)
+
+    def _menu(self, position) -> None:  # noqa: ANN001 - QPoint
+        item = self.tree.itemAt(position)
+        if item is not None:
+            menu = self.context_menu(item)
+            menu.exec(self.tree.viewport().mapToGlobal(position))
+            menu.deleteLater()

@@ -1,5 +1,7 @@
-"""Run queue: queued / running / ended jobs with progress bars and cancel; bound to QueueModel. An ended job
-shows its verdict (coloured as the verdict badge colours it) or how it ended, and why in its tooltip."""
+"""Run queue: queued / running / ended jobs with progress bars and cancel; bound to QueueModel. A row says what
+the job is ("replay 2/5 · seed 7 · fp16 · ghost: nan-latents · 1 bypass · prompt"), a queued job held back
+says "waiting" (for the bisection, the sweep), an ended job shows its verdict (coloured as the verdict badge
+colours it) or how it ended; the tooltip has it all in full (every bypassed and captured module, why it ended)."""
 
 from __future__ import annotations
 
@@ -83,6 +85,7 @@ class QueuePanel(QWidget):
         item.setToolTip(0, tip)
         item.setToolTip(1, tip)
         bar = self._bars[job_id]
+        bar.setToolTip(tip)
         bar.setMaximum(max(job.steps, 1))
         bar.setValue(min(job.step, bar.maximum()) if job.status != "done" else bar.maximum())
         bar.setFormat(f"{job.step}/{job.steps}")
