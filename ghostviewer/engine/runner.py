@@ -160,7 +160,6 @@ def _execute(
     # A bypassed block's insides still compute, but while the bypass is active their outputs are not the
     # run's: they are not recorded, so the first anomaly never names a module inside a bypassed block.
     tracer.muted = [b.config for b in interventions if isinstance(b, Bypass)]
-    tracer.defer = True  # statistics of CPU outputs are computed on the recorder thread (commit_rows)
     environment = {**describe_environment(loaded.device), "pipeline": describe_source(loaded)}
     environment["determinism"] = {**environment.get("determinism", {}), "generator_device": "cpu"}
     # The record is written on its own thread while the pipeline computes (record_thread.py); events are

@@ -1,0 +1,63 @@
+"""The recorder thread: events only after their writes, a write that fails fails the run (record closed), and the
+traced-module list is cached per pipeline but follows a swapped module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from ghostviewer.engine.blocks import iter_modules
+from ghostviewer.engine.runner import RunFailed, execute_run
+from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.tracing import traced_modules
+from ghostviewer.record import RunRecord, RunWriter
+
+
+def test_step_events_come_after_their_step_is_committed(demo_loaded, runs_dir: Path) -> None:
+    seen: list[tuple[str, int]] = []
+
+    def check(event: dict) -> None:
+        if event["event"] == "step":
+            steps = [s.index for s in RunRecord(event["run_dir"]).steps()]
+            assert event["step"] in steps  # readable by the time the event arrives
+            seen.append(("step", event["step"]))
+        else:
+            seen.append((event["event"], -1))
+
+    execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=5), runs_dir,
+                on_progress=check)
+    assert seen == [("started", -1), *[("step", i) for i in range(5)], ("finished", -1)]
+
+
+def test_a_write_that_fails_fails_the_run_and_closes_the_record(demo_loaded, runs_dir: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    original = RunWriter.add_step
+
+    def add_step(self, info, tensors=None, images=None):  # noqa: ANN001, ANN202
+        if info.index == 2:
+            raise OSError(28, "No space left on device")
+        return original(self, info, tensors, images)
+
+    monkeypatch.setattr(RunWriter, "add_step", add_step)
+    with pytest.raises(RunFailed, match="No space left"):
+        execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=6), runs_dir)
+    (folder,) = list(runs_dir.iterdir())
+    record = RunRecord(folder)
+    assert record.status == "failed" and [s.index for s in record.steps()] == [0, 1]
+
+
+def test_traced_modules_are_cached_and_follow_a_swapped_module(demo_loaded) -> None:
+    pipe = demo_loaded.pipe
+    assert traced_modules(pipe) == list(iter_modules(pipe))
+    resnet = pipe.unet.mid_block.resnets[0]
+    original = resnet.conv1
+    try:
+        resnet.conv1 = torch.nn.Conv2d(original.in_channels, original.out_channels, 3, padding=1)
+        leaves = traced_modules(pipe, "leaf")
+        assert leaves == list(iter_modules(pipe, "leaf"))
+        assert resnet.conv1 in [m for _, m in leaves] and original not in [m for _, m in leaves]
+    finally:
+        resnet.conv1 = original
+    assert original in [m for _, m in traced_modules(pipe, "leaf")]
