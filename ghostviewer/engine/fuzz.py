@@ -148,7 +148,7 @@ def run_case(module: nn.Module, module_path: str, faults: list[dict[str, Any]], 
     restore = apply_faults(target, module_path, faults, case.seq_len)
     try:
         with torch.inference_mode():
-            output = main_tensor(target(*case.args, **case.kwargs))
+            output = main_tensor(target(*case.args, **case.kwargs), target)
     except Exception as exc:  # noqa: BLE001 - a size or dtype the module does not take: skipped, with why
         return {**row, "skipped": " ".join(f"{type(exc).__name__}: {exc}".split())[:160], "broken": False}
     finally:

@@ -130,7 +130,7 @@ def isolate_module(
         restore = apply_faults(candidate, module, faults)
         try:
             with torch.inference_mode():
-                return same_output(main_tensor(candidate(*run_args, **run_kwargs)), captured.output)
+                return same_output(main_tensor(candidate(*run_args, **run_kwargs), candidate), captured.output)
         finally:
             restore()
 

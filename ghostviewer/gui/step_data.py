@@ -101,10 +101,12 @@ def load_step_data(record: RunRecord, step: int, version: int = 0, look_for_deco
 
 
 def channels_rgb(latents: np.ndarray) -> np.ndarray:
-    """A stand-in RGB preview: the first three channels, each stretched to mean ± 2.5 std; NaN magenta."""
+    """A stand-in RGB preview: the first three channels, each stretched to mean ± 2.5 std; NaN in any channel
+    magenta. A 2-D array (one channel, or latents still packed as tokens × channels) is shown as one grey picture."""
     z = np.asarray(latents, np.float32)
+    z = z[None] if z.ndim == 2 else z.reshape(-1, *z.shape[-2:])
     channels = z[:3] if z.shape[0] >= 3 else np.repeat(z[:1], 3, axis=0)
-    bad = ~np.isfinite(channels).all(axis=0)
+    bad = ~np.isfinite(z).all(axis=0)  # NaN in any channel (of 16, say), not just the three shown
     out = np.empty(channels.shape[1:] + (3,), np.uint8)
     for i, channel in enumerate(channels):
         finite = channel[np.isfinite(channel)]

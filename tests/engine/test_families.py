@@ -292,3 +292,66 @@ def test_bisection_names_the_transformer_block_that_breaks(runs_dir: Path) -> No
     assert 1 <= result["reruns"] <= result["budget"]
     assert_no_leftovers(pipe)
     assert any(b.module == culprit and b.bypassable for b in discover_blocks(pipe))
+
+
+# -- isolating a dual-stream block; counting a prompt's tokens ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def flux_double_block_isolated(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, dict]:
+    """An in-memory tiny Flux run, and its first double block isolated at step 0."""
+    from ghostviewer.engine.isolate import isolate_module
+
+    pipe, root = build_tiny("flux"), tmp_path_factory.mktemp("isolate-flux")
+    result = execute_run(wrap_pipeline(pipe), RunSettings(prompt=PROMPT, steps=2, width=SIZE, height=SIZE,
+                                                          source="<in-memory FluxPipeline>"), root / "runs")
+    record = RunRecord(Path(result["run_dir"]))
+    isolated = isolate_module(record.path, module="transformer.transformer_blocks.0", out_dir=root / "iso",
+                              pipeline=pipe)
+    assert_no_leftovers(pipe)
+    return record, isolated
+
+
+def test_isolating_a_flux_double_block_records_its_image_stream(flux_double_block_isolated) -> None:
+    record, isolated = flux_double_block_isolated
+    block = "transformer.transformer_blocks.0"
+    image = next(r for r in record.stats(block, phase="denoise") if r.step == 0 and r.call == 0)
+    text = next(r for r in record.stats(f"{block}#text", phase="denoise") if r.step == 0 and r.call == 0)
+    out = isolated["output"]
+    assert tuple(out["shape"]) == image.shape == (1, 64, 32) != text.shape  # 8×8 image tokens, not the prompt's
+    for stat in ("min", "max", "mean", "std"):
+        assert out[stat] == pytest.approx(getattr(image, stat), rel=1e-4, abs=1e-6), stat
+    meta = json.loads((Path(isolated["out_dir"]) / "module.json").read_text(encoding="utf-8"))
+    assert meta["output"] == out
+
+
+def test_an_isolated_flux_double_block_is_rebuilt(flux_double_block_isolated) -> None:
+    assert flux_double_block_isolated[1]["rebuildable"] is True
+
+
+def test_main_tensor_of_a_dual_stream_block_is_its_image_stream() -> None:
+    from ghostviewer.engine.isolation.outputs import main_tensor
+
+    pipe = build_tiny("sd3")
+    text, image = torch.randn(1, 5, 32), torch.randn(1, 16, 32)
+    block = pipe.transformer.transformer_blocks[0]
+    assert main_tensor((text, image), block) is image  # the kind tells the family
+    assert main_tensor((text, image), block, adapter_for(pipe)) is image
+    assert main_tensor((None, image), pipe.transformer.transformer_blocks[2]) is image  # context_pre_only
+    assert main_tensor((text, image)) is text  # no module: the first tensor, as before
+    assert main_tensor((text, image), pipe.transformer.pos_embed) is text  # not a dual-stream block
+
+
+@pytest.mark.parametrize("family", ["sd", "pixart"])  # CLIP adds BOS and EOS; T5 adds only EOS
+def test_prompt_word_count_leaves_out_only_the_added_special_tokens(family: str) -> None:
+    pipe = build_tiny(family)
+
+    def count(text: str) -> int:
+        return RunContext(pipe=pipe, prompt=text, negative_prompt="", seed=0,
+                          current_step=lambda: None).prompt_word_count()
+
+    assert count("a red circle") == 3
+    assert count("red") == 1
+    assert count("") == 0
+    if family == "pixart":  # T5's unknown token is not one it adds: an unknown character still counts
+        assert count("a red 🙂") == len(pipe.tokenizer("a red 🙂").input_ids) - 1

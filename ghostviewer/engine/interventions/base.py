@@ -27,13 +27,19 @@ class RunContext:
     notes: list[str] = field(default_factory=list)
 
     def prompt_word_count(self, text: str | None = None) -> int:
-        """Tokens between BOS and EOS for `text` (the prompt by default), by the pipeline's own tokenizer."""
+        """The prompt's own tokens for `text` (the prompt by default), by the pipeline's own tokenizer: the special
+        tokens it adds are not counted (CLIP adds BOS and EOS, T5 only EOS). An unknown word's token counts,
+        unless the tokenizer's unknown token is also its BOS, EOS or padding (CLIP's is its EOS)."""
         tokenizer = getattr(self.pipe, "tokenizer", None)
         text = self.prompt if text is None else text
         if tokenizer is None:
             return len(text.split())
         ids = tokenizer(text, truncation=True).input_ids
-        return max(0, len(ids) - 2)
+        special = set(getattr(tokenizer, "all_special_ids", ()))
+        framing = {getattr(tokenizer, f"{name}_token_id", None) for name in ("bos", "eos", "pad", "cls", "sep")}
+        if getattr(tokenizer, "unk_token_id", None) not in framing:
+            special.discard(tokenizer.unk_token_id)
+        return sum(1 for i in ids if i not in special)
 
 
 class Intervention(Protocol):

@@ -17,8 +17,9 @@ from torch import nn
 
 from ghostviewer.engine.blocks import resolve_module
 from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.interventions.base import RunContext
-from ghostviewer.engine.stats import first_tensor
+from ghostviewer.engine.isolation.outputs import main_tensor
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class CapturedCall:
     kwargs: dict[str, Any]
     state: dict[str, torch.Tensor]
     processors: dict[str, str] = field(default_factory=dict)  # Attention submodule -> processor class path
-    output: torch.Tensor | None = None  # the main output tensor, host copy
+    output: torch.Tensor | None = None  # the main output tensor (a dual-stream block's image stream), host copy
 
 
 def host_copy(value: Any) -> Any:
@@ -97,6 +98,7 @@ class InputCapture:
         except KeyError as exc:
             raise GhostError(f"cannot capture {self.config.module}: {exc.args[0]}") from None
         wanted = self.config
+        adapter = adapter_for(ctx.pipe)  # SD3/Flux blocks return (text, image): the image stream, as traced
         steps = DenoiserSteps()
         if wanted.step is not None:  # before the capture's own hook, should the module be the denoiser itself
             denoiser = resolve_module(ctx.pipe, self.config.module.split(".", 1)[0])
@@ -111,10 +113,10 @@ class InputCapture:
                 state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in block.state_dict().items()}
                 self.captured = CapturedCall(host_copy(args), host_copy(kwargs), state, processor_paths(block))
 
-        def after(_block: nn.Module, _args: tuple[Any, ...], _kwargs: dict[str, Any], output: Any) -> None:
+        def after(block: nn.Module, _args: tuple[Any, ...], _kwargs: dict[str, Any], output: Any) -> None:
             if self._armed and self.captured is not None:
                 self._armed = False
-                main = first_tensor(output)
+                main = main_tensor(output, block, adapter)
                 self.captured.output = None if main is None else host_copy(main)
 
         self._handles += [

@@ -69,13 +69,16 @@ def decode(spec, tensors):
     return None  # an argument GhostViewer could not save (see inputs.json "unsupported")
 
 
-def main_tensor(output):
+def output_tensors(output):
+    """Every tensor the module returns: dual-stream blocks (SD3, Flux) return (text stream, image stream)."""
     if isinstance(output, torch.Tensor):
-        return output
+        return [("output", output)]
     if hasattr(output, "to_tuple"):
         output = output.to_tuple()
     if isinstance(output, (tuple, list)):
-        return next(x for x in output if isinstance(x, torch.Tensor))
+        found = [(f"output[{i}]", x) for i, x in enumerate(output) if isinstance(x, torch.Tensor)]
+        if found:
+            return found
     raise TypeError(f"no tensor in the output ({type(output).__name__})")
 @@FAULT@@
 
@@ -96,16 +99,19 @@ def main():
     args = [decode(v, tensors) for v in spec["args"]]
     kwargs = {k: decode(v, tensors) for k, v in spec["kwargs"].items()}
     with torch.no_grad():
-        out = main_tensor(module(*args, **kwargs)).float()
-    finite = out[torch.isfinite(out)]
-    nan, inf = int(torch.isnan(out).sum()), int(torch.isinf(out).sum())
-    print(f"{MODULE_PATH}: output shape {tuple(out.shape)}, dtype {DTYPE}")
-    if finite.numel():
-        print(f"min {finite.min().item():.6g}  max {finite.max().item():.6g}  "
-              f"mean {finite.mean().item():.6g}  std {finite.std().item() if finite.numel() > 1 else 0.0:.6g}")
-    print(f"NaN {nan}  Inf {inf}  of {out.numel()} values")
-    return 1 if nan or inf else 0
-
+        outputs = output_tensors(module(*args, **kwargs))
+    broken = False
+    for name, tensor in outputs:
+        out = tensor.float()
+        finite = out[torch.isfinite(out)]
+        nan, inf = int(torch.isnan(out).sum()), int(torch.isinf(out).sum())
+        print(f"{MODULE_PATH} {name}: shape {tuple(out.shape)}, dtype {DTYPE}")
+        if finite.numel():
+            print(f"  min {finite.min().item():.6g}  max {finite.max().item():.6g}  "
+                  f"mean {finite.mean().item():.6g}  std {finite.std().item() if finite.numel() > 1 else 0.0:.6g}")
+        print(f"  NaN {nan}  Inf {inf}  of {out.numel()} values")
+        broken = broken or bool(nan or inf)
+    return 1 if broken else 0
 
 if __name__ == "__main__":
     sys.exit(main())
