@@ -221,12 +221,74 @@ def export(
     *,
     include_tensors: bool = True,
     include_feature_maps: bool = True,
+    with_inputs: bool = False,
+    pipeline: Any = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Write a bug-report bundle of one run folder or several: `{"bundle", "size", "runs"}`."""
+    """Write a bug-report bundle of one run folder or several: `{"bundle", "size", "runs"}`.
+
+    `with_inputs`: the first bad tensor together with the inputs of the module that produced it — each run whose
+    first anomaly is in a module is re-run here (torch) to isolate that module at that step (as `isolate` does),
+    and its inputs, weights, config and standalone repro.py go under runs/<run_id>/isolate/; every run's manifest
+    entry says what was isolated, or why nothing was (`isolate`), and so does each run's `isolate` here.
+    `pipeline`: the pipeline the runs were made with, already loaded (a LoadedPipeline or a DiffusionPipeline);
+    `on_progress` gets {"event": "isolating", "run_id", "module", "step"} before each re-run.
+    """
     from ghostviewer.record.bundle import export_bundle
 
     dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
-    return export_bundle(dirs, path, include_tensors=include_tensors, include_feature_maps=include_feature_maps)
+    options = {"include_tensors": include_tensors, "include_feature_maps": include_feature_maps}
+    if not with_inputs:
+        return export_bundle(dirs, path, **options)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ghostviewer-inputs-") as work:
+        isolated, why = _isolate_first_anomalies(dirs, Path(work), pipeline, on_progress)
+        return export_bundle(dirs, path, isolated=isolated, not_isolated=why, **options)
+
+
+def _isolate_first_anomalies(
+    dirs: list[str | Path], work: Path, pipeline: Any, on_progress: Callable[[dict[str, Any]], None] | None
+) -> tuple[dict[str, Path], dict[str, str]]:
+    """Isolate each run's first anomalous module into work/<run_id>; ({run_id: folder}, {run_id: why not})."""
+    import logging
+
+    from ghostviewer.engine.errors import GhostError
+    from ghostviewer.engine.isolate import isolate_module
+    from ghostviewer.engine.loading import LoadedPipeline
+    from ghostviewer.engine.rerun import PipelineCache, open_recorded
+    from ghostviewer.record import RecordError, RunRecord
+
+    records = [RunRecord(run_dir) for run_dir in dirs]  # RecordError (one line) before any re-run
+    cache = PipelineCache(pipeline=None if pipeline is None or isinstance(pipeline, LoadedPipeline) else pipeline)
+    isolated: dict[str, Path] = {}
+    why: dict[str, str] = {}
+    for run_dir, record in zip(dirs, records, strict=True):
+        anomaly = record.first_anomaly or {}
+        module, step = str(anomaly.get("module") or ""), anomaly.get("step")
+        if not module:
+            why[record.run_id] = "the run has no first anomaly: no bad tensor, so no module inputs to capture"
+            continue
+        if module.startswith("pipeline."):
+            why[record.run_id] = (f"the first bad tensor is {module}, made by the pipeline itself, not by a module: "
+                                  "there are no module inputs to capture (the record holds that tensor)")
+            continue
+        if on_progress is not None:
+            on_progress({"event": "isolating", "run_id": record.run_id, "module": module, "step": step})
+        try:
+            _, settings = open_recorded(run_dir)
+            same = isinstance(pipeline, LoadedPipeline) and pipeline.source == settings.source
+            result = isolate_module(run_dir, module, None if step is None else int(step), work / record.run_id,
+                                    pipeline=pipeline if same else cache.get(settings))
+        except (GhostError, RecordError) as exc:
+            why[record.run_id] = f"{module} could not be isolated: {exc}"
+            continue
+        except Exception as exc:  # noqa: BLE001 - the bundle still gets written, and says why in one line
+            logging.getLogger("ghostviewer").warning("isolating %s of %s failed", module, record.run_id, exc_info=True)
+            why[record.run_id] = f"{module} could not be isolated: {type(exc).__name__}: {' '.join(str(exc).split())}"
+            continue
+        isolated[record.run_id] = Path(result["out_dir"])
+    return isolated, why
 
 
 def inspect(path: str | Path) -> dict[str, Any]:

@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", required=True, metavar="BUNDLE.zip")
     export.add_argument("--no-tensors", action="store_true", help="leave out step tensors (previews stay)")
     export.add_argument("--no-feature-maps", action="store_true", help="leave out feature and attention maps")
+    export.add_argument("--with-inputs", action="store_true",
+                        help="add the first bad module's real inputs, weights and a standalone repro.py "
+                        "(re-runs each run up to its first anomaly; needs the pipeline)")
     export.add_argument("--json", action="store_true")
 
     inspect = sub.add_parser("inspect", help="summarise a bundle (read-only: runs nothing from it)")
@@ -321,16 +324,35 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM  # a bisection only runs on a failing run, and it reports what makes it fail
 
 
+def _inputs_text(isolate: dict[str, Any]) -> str:
+    """What `--with-inputs` bundled for a run, or why nothing."""
+    if not isolate.get("folder"):
+        return f"none ({isolate.get('reason')})"
+    step = f"step {isolate['step']}" if isolate.get("step") is not None else "its first call"
+    repro = (f"repro: cd {isolate['folder']} && python repro.py" if isolate.get("repro")
+             else f"no repro: {isolate.get('reason')}")
+    return f"{isolate.get('module')} ({step}) in {isolate['folder']}/; {repro}"
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from ghostviewer import api
 
+    def progress(event: dict[str, Any]) -> None:
+        if event.get("event") == "isolating":
+            step = f" at step {event['step']}" if event.get("step") is not None else ""
+            print(f"  re-running {event['run_id']} to isolate {event['module']}{step}…", file=sys.stderr)
+
     result = api.export(
-        args.run_dirs, args.output, include_tensors=not args.no_tensors, include_feature_maps=not args.no_feature_maps
+        args.run_dirs, args.output, include_tensors=not args.no_tensors, include_feature_maps=not args.no_feature_maps,
+        with_inputs=args.with_inputs, on_progress=progress,
     )
     if args.json:
         _print_json({"bundle": result["bundle"], "size": result["size"], "runs": result["runs"]})
     else:
         print(f"{result['bundle']} ({result['size'] / 1024:.1f} KiB, {len(result['runs'])} run(s))")
+        for run in result["runs"]:
+            if "isolate" in run:
+                print(f"  {run['run_id']} module inputs: {_inputs_text(run['isolate'])}")
     return EXIT_OK
 
 
@@ -355,6 +377,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             print(f"  first anomaly: {anomaly['kind']} in {anomaly['module']} ({where})")
         if entry.get("command"):
             print(f"  reproduce: {entry['command']}")
+        if entry.get("isolate"):
+            print(f"  module inputs: {_inputs_text(entry['isolate'])}")
+            for name in entry["isolate"].get("files") or []:
+                print(f"      {name}")
     return EXIT_PROBLEM if problem else EXIT_OK
 
 

@@ -8,7 +8,12 @@ are 0..n-1 with no gap, and the run reads `interrupted` (or `done`, when the kil
 engine is started for the next kill, as the GUI's "Restart engine" does. At the end `ghostviewer doctor` folds
 the write-ahead logs back in and the records must read the same.
 
-    python scripts/kill_test.py [--kills 20] [--steps 12] [--seed 0] [--keep DIR] [--json]
+With --gui the same kills go through the real main window (offscreen): runs are queued through the window's
+controller and the window's own engine process is killed mid-run; the window must stay up, the job must end
+failed with an "engine" reason, the history must show the run as incomplete, and Engine ▸ Restart engine must
+bring the engine back — the run queued after the last kill must be done (tests/gui/test_gui_kill.py: 2 kills).
+
+    python scripts/kill_test.py [--kills 20] [--steps 12] [--seed 0] [--keep DIR] [--json] [--gui]
 """
 
 from __future__ import annotations
@@ -169,6 +174,141 @@ def run_kills(root: Path, kills: int, steps: int, seed: int) -> dict[str, Any]:
     }
 
 
+# -- through the GUI (--gui) ------------------------------------------------------------------------------
+GUI_PROMPT = "a red circle on a blue background"
+
+
+def _wait(predicate: Any, timeout_s: float, what: str) -> None:
+    """Run the Qt event loop until predicate() holds; TimeoutError naming `what` after timeout_s."""
+    from PySide6.QtTest import QTest
+
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        QTest.qWait(5)
+
+
+def _engine_ready(window: Any) -> bool:
+    state = window.state
+    return state.engine.state == "ready" and state.pipeline.status == "loaded" and \
+        state.controller.engine_state == "ready"
+
+
+def gui_kill_once(window: Any, runs_dir: Path, after_steps: int, jitter_s: float, steps: int, seed: int,
+                  timeout_s: float = 180.0) -> dict[str, Any]:
+    """Queue one run through the window, SIGKILL its engine after `after_steps` steps reached the window (+
+    jitter), and check the window, the job, the history and the record; then Restart engine."""
+    state = window.state
+    state.history.set_runs_dir(runs_dir)
+    state.prompt.update(prompt=GUI_PROMPT, seed=seed, seed_locked=True, steps=steps, fault="")
+    job = state.controller.queue_run()
+    seen: list[int] = []  # steps the window was told about: committed before the engine said so
+    died: list[str] = []
+
+    def on_step(job_id: int, count: int) -> None:
+        if job_id == job.id:
+            seen.append(count - 1)
+
+    scheduler = state.controller.scheduler
+    scheduler.jobStepped.connect(on_step)
+    state.engine.sigEngineDied.connect(died.append)
+    try:
+        _wait(lambda: job.finished or (job.status == "running" and len(seen) >= after_steps), timeout_s,
+              f"{after_steps} steps of the run")
+        end = time.monotonic() + jitter_s
+        _wait(lambda: time.monotonic() >= end or job.finished, timeout_s, "the jitter")
+        killed = not job.finished
+        if killed:
+            os.kill(int(state.engine.pid), signal.SIGKILL)
+            _wait(lambda: job.finished and died, timeout_s, "the window to notice the engine died")
+    finally:
+        scheduler.jobStepped.disconnect(on_step)
+        state.engine.sigEngineDied.disconnect(died.append)
+    problems = []
+    if not window.isVisible():
+        problems.append("the window went away")
+    if killed and not (job.status == "failed" and job.ended_by == "engine" and "engine" in (job.error or "")):
+        problems.append(f"the job ended {job.status} ({job.ended_by}: {job.error}), not failed for the engine")
+    result = {"after_steps": after_steps, "jitter_s": round(jitter_s, 4), "seen": seen, "killed": killed,
+              "ended": job.status, "ended_by": job.ended_by, "job_error": job.error, **check_record(runs_dir, seen)}
+    if job.run_dir and result["record"] == "readable":
+        state.history.refresh()
+        entry = state.history.entry(job.run_dir)
+        shown = entry.state(state.history.live_run) if entry is not None else None
+        if killed and shown != "incomplete":
+            problems.append(f"the history shows the killed run as {shown!r}, not 'incomplete'")
+    if killed and result["status"] not in (None, "interrupted"):
+        problems.append(f"the killed run reads {result['status']!r}, not 'interrupted'")
+    if result["problem"]:
+        problems.append(result["problem"])
+    result["problem"] = "; ".join(problems) or None
+    window.actions.restart_engine.trigger()  # Engine ▸ Restart engine
+    _wait(lambda: _engine_ready(window), timeout_s, "the restarted engine to load the pipeline")
+    return result
+
+
+def gui_kills(root: Path, kills: int, steps: int, seed: int, timeout_s: float = 180.0) -> dict[str, Any]:
+    """The kill test through the real main window (offscreen): `kills` SIGKILLs mid-run, then one more run."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ.setdefault("GHOSTVIEWER_ENGINE_THREADS", "1")
+    from PySide6.QtWidgets import QApplication
+
+    from ghostviewer.gui.app import create_window
+    from ghostviewer.gui.app_settings import AppSettings
+
+    app = QApplication.instance() or QApplication(["ghostviewer-kill-test"])
+    root.mkdir(parents=True, exist_ok=True)
+    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
+    state = window.state
+    window.show()
+    state.controller.start_engine()
+    rng = random.Random(seed)
+    results: list[dict[str, Any]] = []
+    after: dict[str, Any] = {}
+    try:
+        _wait(lambda: _engine_ready(window), timeout_s, "the engine to load the demo pipeline")
+        for number in range(kills):  # mid-run: from right after the run command to the step before the last
+            point, jitter = rng.randint(0, max(0, steps - 2)), rng.uniform(0.0, 0.02)
+            runs_dir = root / f"kill-{number:02d}"
+            runs_dir.mkdir(parents=True)
+            result = gui_kill_once(window, runs_dir, point, jitter, steps, seed=number, timeout_s=timeout_s)
+            results.append(result)
+            problem = f", {result['problem']}" if result["problem"] else ""
+            print(f"gui kill {number + 1}/{kills}: after {point} steps: job {result['ended']} ({result['ended_by']}), "
+                  f"{result['record']}, {result['status']}, {result['steps']} steps kept, {result['lost']} lost"
+                  f"{problem}", file=sys.stderr)
+        state.history.set_runs_dir(root / "after")
+        state.prompt.update(prompt=GUI_PROMPT, seed=seed, seed_locked=True, steps=steps, fault="")
+        job = state.controller.queue_run()
+        _wait(lambda: job.finished, timeout_s, "the run after the restart")
+        status = RunRecord(job.run_dir).status if job.run_dir else None
+        after = {"job": job.status, "record": status, "window_up": window.isVisible(),
+                 "problem": None if job.status == "done" and status == "done" else
+                 f"the run after the restart ended {job.status} ({job.error}), record {status!r}"}
+    finally:
+        state.controller.shutdown()
+        window.close()
+        app.processEvents()
+    repaired = doctor_all(root, results)
+    problems = [r["problem"] for r in results if r["problem"]] + ([after["problem"]] if after.get("problem") else [])
+    return {
+        "kills": sum(r["killed"] for r in results),
+        "runs_ended_before_the_kill": sum(not r["killed"] for r in results),
+        "window_up": after.get("window_up", False),
+        "jobs_failed_for_the_engine": sum(r["ended"] == "failed" and r["ended_by"] == "engine" for r in results),
+        "records_readable": sum(r["record"] == "readable" for r in results),
+        "no_record_yet": sum(r["record"] in ("none", "empty folder") for r in results),
+        "interrupted": sum(r["status"] == "interrupted" for r in results),
+        "steps_kept": sum(r["steps"] for r in results),
+        "steps_lost": sum(r["lost"] for r in results),
+        "run_after_restart": after.get("job"),
+        "problems": problems + repaired["problems"],
+        "doctor": repaired["counts"],
+        "results": results,
+    }
+
+
 def doctor_all(root: Path, results: list[dict[str, Any]]) -> dict[str, Any]:
     """`ghostviewer doctor` on each kill's runs folder: interrupted runs become single files reading the same."""
     counts: dict[str, int] = {}
@@ -195,15 +335,25 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", metavar="DIR", help="keep the killed runs here")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--gui", action="store_true", help="go through the real main window (offscreen)")
     args = parser.parse_args()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ghostviewer-kill-"))
     try:
-        report = run_kills(root, args.kills, args.steps, args.seed)
+        report = (gui_kills if args.gui else run_kills)(root, args.kills, args.steps, args.seed)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     if args.json:
         print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=2))
+    elif args.gui:
+        print(f"gui kills {report['kills']} (+{report['runs_ended_before_the_kill']} runs ended first): window up "
+              f"{report['window_up']}, jobs failed for the engine {report['jobs_failed_for_the_engine']}, records "
+              f"readable {report['records_readable']} (+{report['no_record_yet']} killed before the record existed), "
+              f"interrupted {report['interrupted']}, steps kept {report['steps_kept']}, steps lost "
+              f"{report['steps_lost']}, run after restart {report['run_after_restart']}, problems "
+              f"{len(report['problems'])}; doctor: {report['doctor']}")
+        for problem in report["problems"]:
+            print(f"  problem: {problem}")
     else:
         print(f"kills {report['kills']}: records readable {report['records_readable']} "
               f"(+{report['no_record_yet']} killed before the record existed), interrupted {report['interrupted']}, "

@@ -109,3 +109,71 @@ def test_inspect_in_a_subprocess_imports_no_torch(runs_dir: Path, tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["runs"][0]["run_id"] == "r"
     assert "NO-TORCH" in proc.stderr
+
+
+# -- export --with-inputs (issue 11 part 1): the first bad module's inputs in the bundle -----------------------
+@pytest.fixture(scope="module")
+def anomalous_runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from ghostviewer.engine.runner import execute_run
+    from ghostviewer.engine.settings import RunSettings
+
+    runs = tmp_path_factory.mktemp("cli-inputs")
+    attention = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=0, steps=2,
+                                                     faults=("short-prompt-attention",)), runs)
+    nan = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=17, steps=2, faults=("nan-latents",)), runs)
+    assert nan["first_anomaly"]["module"] == "pipeline.prepare_latents"
+    return {"attention": Path(attention["run_dir"]), "nan": Path(nan["run_dir"])}
+
+
+def test_export_with_inputs_then_inspect(capsys: pytest.CaptureFixture[str], anomalous_runs: dict[str, Path],
+                                         tmp_path: Path) -> None:
+    attention, nan = anomalous_runs["attention"], anomalous_runs["nan"]
+    bundle = tmp_path / "inputs.zip"
+    code, out, err = _cli(capsys, "export", str(attention), str(nan), "-o", str(bundle), "--with-inputs", "--json")
+    assert code == 0, err
+    assert f"re-running {attention.name} to isolate unet.down_blocks.1.attentions.0 at step 0" in err
+    runs = json.loads(out)["runs"]
+    folder = f"runs/{attention.name}/isolate"
+    assert runs[0]["isolate"]["folder"] == folder and runs[0]["isolate"]["repro"] == f"{folder}/repro.py"
+    assert runs[1]["isolate"]["folder"] is None and "pipeline.prepare_latents" in runs[1]["isolate"]["reason"]
+
+    code, out, _ = _cli(capsys, "inspect", str(bundle))
+    assert code == 1
+    assert f"module inputs: unet.down_blocks.1.attentions.0 (step 0) in {folder}/; repro: cd {folder} && " \
+           "python repro.py" in out
+    assert f"{folder}/inputs.safetensors" in out and f"{folder}/repro.py" in out
+    assert "module inputs: none (the first bad tensor is pipeline.prepare_latents" in out
+    code, out, _ = _cli(capsys, "inspect", str(bundle), "--json")
+    names = {f["name"] for f in json.loads(out)["files"]}
+    assert {f"{folder}/repro.py", f"{folder}/inputs.safetensors"} <= names
+
+    from ghostviewer.record.bundle import open_bundle
+
+    opened = open_bundle(bundle, tmp_path / "opened")
+    assert (opened[0] / "isolate" / "repro.py").is_file() and (opened[0] / "isolate" / "inputs.safetensors").is_file()
+    assert not (opened[1] / "isolate").exists()
+
+    code, out, _ = _cli(capsys, "export", str(attention), "-o", str(tmp_path / "plain.zip"))
+    assert code == 0 and "module inputs" not in out  # without --with-inputs: no re-run, no isolate entry
+    assert "isolate" not in api.inspect(tmp_path / "plain.zip")["runs"][0]
+
+
+def test_engine_export_command(anomalous_runs: dict[str, Path], demo_loaded, tmp_path: Path) -> None:
+    """The engine's `export` (the GUI's "Include the first bad module's inputs"): progress, then `exported`."""
+    from ghostviewer.engine.server import EngineSession
+
+    events: list[dict] = []
+    session = EngineSession(lambda event, **fields: events.append({"event": event, **fields}))
+    session.loaded = demo_loaded
+    out = tmp_path / "engine.zip"
+    session.handle({"cmd": "export", "id": 7, "run_dirs": [str(anomalous_runs["attention"])], "out": str(out),
+                    "include_tensors": False})
+    assert [e["event"] for e in events] == ["export_progress", "exported"], events
+    assert events[0]["module"] == "unet.down_blocks.1.attentions.0" and events[0]["id"] == 7
+    done = events[1]
+    assert done["bundle"] == str(out) and done["runs"][0]["isolate"]["repro"].endswith("/isolate/repro.py")
+    assert api.inspect(out)["manifest"]["options"] == {"include_tensors": False, "include_feature_maps": True,
+                                                       "with_inputs": True}
+    events.clear()
+    session.handle({"cmd": "export", "id": 8, "run_dirs": [str(tmp_path)], "out": str(tmp_path / "x.zip")})
+    assert [e["event"] for e in events] == ["export_failed"] and "not a GhostViewer run" in events[0]["error"]

@@ -12,8 +12,11 @@ Commands (an optional "id" is echoed in every event the command causes):
   {"cmd": "sweep", "list": PATH, "seeds": "0-9", "settings": {...}, "runs_dir": "..."}   (cancel like a run)
   {"cmd": "bisect", "run_dir": "...", "runs_dir": "..."}   bisect_progress…, bisect_finished (cancel like a run)
   {"cmd": "isolate", "run_dir": "...", "module": "unet.mid_block", "step": 0, "out": DIR, "fuzz": true}
+  {"cmd": "export", "run_dirs": [...], "out": ZIP, "include_tensors": true, "include_feature_maps": true}
+      a bundle with each run's first bad module's inputs: export_progress…, then exported or export_failed
   {"cmd": "quit"}
-Events: ready, loaded, started, step, finished, cancelled, failed, decoded, blocks, isolated, error (one-line message).
+Events: ready, loaded, started, step, finished, cancelled, failed, decoded, blocks, isolated, exported,
+export_failed, error (one-line message).
 
 Torch work happens on the main thread, one command at a time; a reader thread takes stdin so `cancel` and
 `quit` arrive while a run is going. Library chatter on stdout is redirected to stderr, which the GUI logs.
@@ -288,6 +291,28 @@ class EngineSession:
                              out=str(command["out"]), fuzz=bool(command.get("fuzz")),
                              pipeline=self.loaded if same else None)
         self.emit("isolated", id=ident, **result)
+
+    def _cmd_export(self, command: dict[str, Any], ident: Any) -> None:
+        """{"cmd": "export", "run_dirs", "out", "include_tensors", "include_feature_maps"}: a bug-report bundle with
+        each run's first bad module's inputs (api.export(with_inputs=True): the runs are re-run here, on the
+        loaded pipeline when it is theirs). export_progress {"run_id", "module", "step"} before each re-run, then
+        exported (api.export's dict) or export_failed {"error": one line}."""
+        from ghostviewer import api
+        from ghostviewer.engine.errors import GhostError
+        from ghostviewer.record import RecordError
+
+        try:
+            result = api.export(
+                [str(d) for d in command.get("run_dirs") or []], str(command["out"]),
+                include_tensors=bool(command.get("include_tensors", True)),
+                include_feature_maps=bool(command.get("include_feature_maps", True)), with_inputs=True,
+                pipeline=self.loaded,
+                on_progress=lambda event: self.emit("export_progress", id=ident,
+                                                    **{k: v for k, v in event.items() if k != "event"}))
+        except (GhostError, RecordError, KeyError) as exc:
+            self.emit("export_failed", id=ident, error=" ".join(str(exc).split()) or type(exc).__name__)
+            return
+        self.emit("exported", id=ident, **result)
 
 
 def _new_token() -> Any:

@@ -1,6 +1,7 @@
 """Bug-report bundles: export runs to one zip, inspect it, open it safely (torch-free, Qt-free).
 
-    export_bundle(run_dirs, out_zip, include_tensors=True, include_feature_maps=True) -> dict
+    export_bundle(run_dirs, out_zip, include_tensors=True, include_feature_maps=True,
+                  isolated={run_id: folder}, not_isolated={run_id: why}) -> dict   # folders the engine isolated
     estimate_bundle_size(run_dirs, ...) -> int
     inspect_bundle(zip_path) -> {"manifest", "runs", "files"}     # reads, checks, writes nothing
     open_bundle(zip_path, dest_dir) -> [run folders]               # extracts into a new folder

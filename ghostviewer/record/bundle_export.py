@@ -1,4 +1,6 @@
-"""Writing bug-report bundles: run folders -> one zip with a manifest, README.txt and repro.py."""
+"""Writing bug-report bundles: run folders -> one zip with a manifest, README.txt and repro.py; with isolated
+folders (made by the engine: export --with-inputs), each run's first bad module's inputs under
+runs/<run_id>/isolate/."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import tempfile
 import time
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +30,7 @@ from .bundle_format import (
     BUNDLE_VERSION,
     DEFAULT_MAX_SIZE,
     FEATURE_MAP_PREFIXES,
+    ISOLATE_FOLDER,
     MANIFEST,
     MAX_RATIO,
     PREVIEW_KEYS,
@@ -125,6 +128,53 @@ def estimate_bundle_size(
             else:
                 total += path.stat().st_size
     return total
+
+
+# -- the first bad module's inputs (an isolated folder) -----------------------------------------------
+def _isolate_members(run_id: str, folder: Path) -> list[_Member]:
+    """The files of an isolated folder as runs/<run_id>/isolate/<name>; README.md travels as README.txt (a bundle
+    holds no file types beyond its own), anything else of another type is refused."""
+    base = f"{RUNS_FOLDER}/{run_id}/{ISOLATE_FOLDER}"
+    if not folder.is_dir():
+        raise BundleError(f"no isolated folder {folder} for run {run_id}")
+    members = []
+    for path in sorted(folder.iterdir()):
+        if path.name == "__pycache__":
+            continue  # repro.py was run there
+        if path.is_symlink() or not path.is_file():
+            raise BundleError(f"{path} is not a plain file (an isolated folder holds files only)")
+        name = path.stem + ".txt" if path.suffix.lower() == ".md" else path.name
+        check_member_name(f"{base}/{name}")
+        members.append(_Member(f"{base}/{name}", path))
+    return members
+
+
+def _isolate_entry(run_id: str, folder: Path | None, why: str | None, members: list[_Member]) -> dict[str, Any]:
+    """The manifest's `isolate` for a run: what was isolated (from its module.json), or why nothing was."""
+    if folder is None:
+        return {"folder": None, "reason": why or "no module inputs were asked for this run"}
+    try:
+        meta = json.loads((folder / "module.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"the isolated folder of run {run_id} has no readable module.json: {exc}") from exc
+    base = f"{RUNS_FOLDER}/{run_id}/{ISOLATE_FOLDER}"
+    names = [m.name for m in members]
+    build = meta.get("build") or {}
+    repro = f"{base}/repro.py" if f"{base}/repro.py" in names else None
+    return {
+        "folder": base,
+        "module": meta.get("module"),
+        "class": meta.get("class"),
+        "step": meta.get("step"),
+        "call": meta.get("call"),
+        "dtype": meta.get("dtype"),
+        "rebuildable": bool(meta.get("rebuildable")) and repro is not None,
+        "repro": repro,
+        "reason": None if repro else (build.get("reason") or "the module cannot be rebuilt outside its pipeline"),
+        "output": meta.get("output"),
+        "faults": [f.get("name") for f in meta.get("faults") or [] if isinstance(f, dict)],
+        "files": names,
+    }
 
 
 # -- the database -----------------------------------------------------------------------------------
@@ -258,16 +308,33 @@ def export_bundle(
     *,
     include_tensors: bool = True,
     include_feature_maps: bool = True,
+    isolated: Mapping[str, str | Path] | None = None,
+    not_isolated: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write a bug-report bundle of the runs; returns {"bundle", "size", "runs"}.
 
     include_tensors=False leaves out step tensors (latents, x0, maps; run.sqlite, initial noise, prompt
     tensors, images and the cheap step previews stay); include_feature_maps=False leaves out `fm/*` and
-    `attn/*` maps. Weights are never included, only the hashes the run recorded.
+    `attn/*` maps. Weights are never included, only the hashes the run recorded — except an isolated module's.
+
+    isolated: run_id -> a folder `ghostviewer isolate` wrote (the first bad module's inputs, weights, config and
+    repro.py; torch makes it, in the engine or `ghostviewer.api.export(with_inputs=True)`), bundled under
+    runs/<run_id>/isolate/; not_isolated: run_id -> why a run has none. Either one sets the option
+    `with_inputs`, and every run's manifest entry then has `isolate` ({"folder", "module", "step", "repro",
+    "reason", "files", ...} or {"folder": None, "reason"}).
     """
     records = _records(run_dirs)
     out = Path(out_zip)
+    with_inputs = isolated is not None or not_isolated is not None
+    isolated = {str(k): Path(v) for k, v in (isolated or {}).items()}
+    ids = {record.run_id for record in records}
+    for run_id in isolated:
+        if run_id not in ids:
+            raise BundleError(f"an isolated folder is given for run {run_id}, which is not exported")
+    extra = {run_id: _isolate_members(run_id, folder) for run_id, folder in isolated.items()}
     options = {"include_tensors": bool(include_tensors), "include_feature_maps": bool(include_feature_maps)}
+    if with_inputs:
+        options["with_inputs"] = True
     now = datetime.now().astimezone()
     stamp = tuple(max(1980, now.year) if i == 0 else v for i, v in enumerate(now.timetuple()[:6]))
     manifest: dict[str, Any] = {
@@ -279,6 +346,11 @@ def export_bundle(
         "runs": [_run_entry(record, options) for record in records],
         "files": [],
     }
+    if with_inputs:
+        for entry in manifest["runs"]:
+            run_id = entry["run_id"]
+            entry["isolate"] = _isolate_entry(run_id, isolated.get(run_id), (not_isolated or {}).get(run_id),
+                                              extra.get(run_id, []))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -286,7 +358,8 @@ def export_bundle(
     partial = out.with_name(f".{out.name}.{os.getpid()}.{time.monotonic_ns()}.part")
     try:
         with tempfile.TemporaryDirectory(prefix="ghostviewer-bundle-") as work:
-            members = [m for i, r in enumerate(records) for m in _run_members(r, Path(work) / str(i), options)]
+            members = [m for i, r in enumerate(records)
+                       for m in [*_run_members(r, Path(work) / str(i), options), *extra.get(r.run_id, [])]]
             total = sum(_size(m) for m in members)
             if total > DEFAULT_MAX_SIZE:
                 raise BundleError(
@@ -321,4 +394,5 @@ def _summary(entry: dict[str, Any], record: RunRecord) -> dict[str, Any]:
         "verdict": entry["verdict"],
         "first_anomaly": entry["first_anomaly"],
         "status": entry["status"],
+        **({"isolate": entry["isolate"]} if "isolate" in entry else {}),
     }

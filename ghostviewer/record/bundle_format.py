@@ -1,6 +1,7 @@
 """The bug-report bundle format: version, limits, member names and the manifest's shape (shared by export
 and read). A bundle is a zip: manifest.json, README.txt, repro.py and runs/<run_id>/{run.sqlite, tensors/,
-images/}. Torch-free and Qt-free."""
+images/}, and with `--with-inputs` runs/<run_id>/isolate/ (the first bad module's real inputs, weights, config and
+standalone repro.py, as `ghostviewer isolate` writes them). Torch-free and Qt-free."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ MANIFEST = "manifest.json"
 README = "README.txt"
 REPRO = "repro.py"
 RUNS_FOLDER = "runs"
+ISOLATE_FOLDER = "isolate"  # runs/<run_id>/isolate/: the first bad module's inputs (export --with-inputs)
 ALLOWED_SUFFIXES = (".sqlite", ".safetensors", ".png", ".json", ".txt", ".py")
 DEFAULT_MAX_SIZE = 2 * 1024**3  # total uncompressed bytes a reader accepts
 MAX_RATIO = 200  # uncompressed:compressed, for members over RATIO_FLOOR bytes
@@ -84,8 +86,11 @@ def validate_manifest(manifest: Any) -> dict[str, Any]:
         seen.add(run_id)
         for key in ("settings", "pipeline", "environment"):
             _need(isinstance(run.get(key), dict), f"run {run_id}: {key} must be an object")
-        for key in ("verdict", "first_anomaly"):
+        for key in ("verdict", "first_anomaly", "isolate"):
             _need(run.get(key) is None or isinstance(run[key], dict), f"run {run_id}: {key} must be an object")
+        folder = (run.get("isolate") or {}).get("folder")
+        _need(folder is None or folder == f"{RUNS_FOLDER}/{run_id}/{ISOLATE_FOLDER}",
+              f"run {run_id}: isolate folder must be {RUNS_FOLDER}/{run_id}/{ISOLATE_FOLDER}")
         _need(isinstance(run.get("status"), str), f"run {run_id}: status must be text")
         _need(run.get("seed") is None or _is_int(run["seed"]), f"run {run_id}: seed must be a whole number")
         _need(run.get("prompt") is None or isinstance(run["prompt"], str), f"run {run_id}: prompt must be text")

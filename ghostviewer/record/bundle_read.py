@@ -163,6 +163,7 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
         "image": run.get("image"),
         "elapsed_s": run.get("elapsed_s"),
         "status": run["status"],
+        **({"isolate": run["isolate"]} if "isolate" in run else {}),  # export --with-inputs
     }
 
 

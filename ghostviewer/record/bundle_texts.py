@@ -51,9 +51,41 @@ def _verdict_text(verdict: dict[str, Any] | None) -> str:
     return f"{verdict.get('label')}" + (f" ({scores})" if scores else "")
 
 
+def _isolate_lines(isolate: dict[str, Any] | None) -> list[str]:
+    """The run's first bad module's inputs (export --with-inputs): what they are and how to run their repro."""
+    if isolate is None:
+        return []
+    if not isolate.get("folder"):
+        return [f"First bad module's inputs: none — {isolate.get('reason')}", ""]
+    folder, step = isolate["folder"], isolate.get("step")
+    where = f"denoising step {step}, call {isolate.get('call') or 0}" if step is not None else "its first call"
+    output = isolate.get("output") or {}
+    lines = [
+        f"First bad module's inputs: {folder}/",
+        f"    {isolate.get('module')} ({str(isolate.get('class') or '').rpartition('.')[2]}) at {where}, captured by "
+        "re-running this run;",
+        f"    its real output there: NaN {output.get('nan')}, Inf {output.get('inf')} of {output.get('numel')} values.",
+        "    inputs.safetensors + inputs.json (the call's arguments), weights.safetensors (that module's state_dict,",
+        "    the only weights in this bundle), module.json (class, config, dtype), README.txt (about the folder).",
+    ]
+    if isolate.get("repro"):
+        lines += [
+            "    Run the module alone (needs torch, diffusers and safetensors, not GhostViewer), after unpacking:",
+            f"        cd {folder} && python repro.py [--device cpu|cuda]",
+            "    It prints the output's statistics and exits 1 while the output holds NaN or Inf.",
+        ]
+    else:
+        lines.append(f"    No repro.py: {isolate.get('reason')}")
+    for name in isolate.get("faults") or []:
+        lines.append(f"    The run had the ghost-lab fault {name}: repro.py carries it in a marked section "
+                     "(--without-fault runs without it).")
+    return [*lines, ""]
+
+
 def readme(manifest: dict[str, Any]) -> str:
     """README.txt: what went wrong, where, and how to reproduce — readable without GhostViewer."""
     options = manifest.get("options") or {}
+    isolated = any((run.get("isolate") or {}).get("folder") for run in manifest["runs"])
     lines = [
         "GhostViewer bug report",
         "======================",
@@ -61,7 +93,8 @@ def readme(manifest: dict[str, Any]) -> str:
         f"(bundle version {manifest['bundle_version']}); {len(manifest['runs'])} run(s).",
         f"Step tensors {'included' if options.get('include_tensors', True) else 'left out (previews kept)'}; "
         f"feature maps {'included' if options.get('include_feature_maps', True) else 'left out'}. "
-        "No model weights are included, only their hashes.",
+        "No model weights are included, only their hashes"
+        + (" — except each isolated module's own (runs/<run_id>/isolate/weights.safetensors)." if isolated else "."),
         "",
     ]
     for run in manifest["runs"]:
@@ -92,6 +125,7 @@ def readme(manifest: dict[str, Any]) -> str:
             f"Device / dtype:   {env.get('device')} / {env.get('dtype') or 'the pipeline default'}",
             f"Determinism:      {json.dumps(env.get('determinism'))}",
             "",
+            *_isolate_lines(run.get("isolate")),
             "Reproduce it:",
             f"    {run['command']}",
             "",
@@ -101,7 +135,7 @@ def readme(manifest: dict[str, Any]) -> str:
         "    python repro.py [--runs-dir DIR] [--pipeline SRC] [--device DEV]",
         "",
         "Look at it: `ghostviewer gui THIS.zip` opens the runs' timelines; `ghostviewer inspect THIS.zip` summarises",
-        "them. Opening or inspecting a bundle never runs repro.py or anything else from it.",
+        "them. Opening or inspecting a bundle never runs a repro.py or anything else from it.",
         "",
     ]
     return "\n".join(lines)

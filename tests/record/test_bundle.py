@@ -385,3 +385,94 @@ def test_a_database_with_triggers_is_refused(good: Path, tmp_path: Path) -> None
     with pytest.raises(BundleError, match="unexpected trigger"):
         open_bundle(bundle, tmp_path / "dest")
     assert not any((tmp_path / "dest").iterdir())
+
+
+# -- the first bad module's inputs (export --with-inputs; issue 11 part 1) ----------------------------
+ATTENTION = "unet.down_blocks.1.attentions.0"  # where short-prompt-attention strikes
+
+
+@pytest.fixture(scope="module")
+def attention_run(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ghostviewer.engine.runner import execute_run
+    from ghostviewer.engine.settings import RunSettings
+
+    runs = tmp_path_factory.mktemp("bundle-attention")
+    result = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=0, steps=2,
+                                                  faults=("short-prompt-attention",)), runs)
+    assert result["first_anomaly"]["module"] == ATTENTION
+    return Path(result["run_dir"])
+
+
+def test_with_inputs_bundles_the_first_bad_modules_inputs(attention_run: Path, real_runs: dict[str, Path],
+                                                          demo_loaded, tmp_path: Path) -> None:
+    from ghostviewer import api
+
+    bundle = tmp_path / "inputs.zip"
+    seen: list[dict[str, Any]] = []
+    result = api.export([attention_run, real_runs["nan"]], bundle, with_inputs=True, pipeline=demo_loaded,
+                        on_progress=seen.append)
+    run_id, nan_id = attention_run.name, real_runs["nan"].name
+    assert seen == [{"event": "isolating", "run_id": run_id, "module": ATTENTION, "step": 0}]  # nan: no re-run
+    folder = f"runs/{run_id}/isolate"
+    isolate = result["runs"][0]["isolate"]
+    assert isolate["folder"] == folder and isolate["module"] == ATTENTION and isolate["step"] == 0
+    assert isolate["repro"] == f"{folder}/repro.py" and isolate["rebuildable"] and isolate["reason"] is None
+    assert isolate["output"]["nan"] == isolate["output"]["numel"] > 0
+    assert isolate["faults"] == ["short-prompt-attention"]
+
+    info = inspect_bundle(bundle)  # lists them, every member checked against its sha256
+    names = {f["name"] for f in info["files"]}
+    expected = {f"{folder}/{n}" for n in ("repro.py", "inputs.safetensors", "inputs.json", "weights.safetensors",
+                                          "module.json", "README.txt")}
+    assert expected <= names and set(isolate["files"]) == expected
+    assert all(len(f["sha256"]) == 64 for f in info["files"] if f["name"] in expected)
+    assert info["manifest"]["options"]["with_inputs"] is True
+    assert info["runs"][0]["isolate"]["folder"] == folder
+    why = info["manifest"]["runs"][1]["isolate"]
+    assert why["folder"] is None and "pipeline.prepare_latents" in why["reason"] and "not by a module" in why["reason"]
+    assert not any(n.startswith(f"runs/{nan_id}/isolate") for n in names)
+    with zipfile.ZipFile(bundle) as zf:
+        readme = zf.read("README.txt").decode()
+    assert f"cd {folder} && python repro.py" in readme and "weights.safetensors" in readme
+    assert "First bad module's inputs: none — the first bad tensor is pipeline.prepare_latents" in readme
+
+    opened = open_bundle(bundle, tmp_path / "opened")[0]
+    isolated = opened / "isolate"
+    assert sorted(p.name for p in isolated.iterdir()) == sorted(n.rpartition("/")[2] for n in expected)
+    with zipfile.ZipFile(bundle) as zf:
+        assert (isolated / "inputs.safetensors").read_bytes() == zf.read(f"{folder}/inputs.safetensors")
+    assert RunRecord(opened).first_anomaly["module"] == ATTENTION
+    proc = subprocess.run([PYTHON, "repro.py"], cwd=isolated, capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 1 and "NaN 12288" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+
+
+def test_isolated_folders_hold_only_bundle_file_types(tmp_path: Path) -> None:
+    run = write_fake_run(tmp_path / "runs", steps=2, run_id="r1", nan_at=1)
+    folder = tmp_path / "isolated"
+    folder.mkdir()
+    (folder / "module.json").write_text(json.dumps({"module": "unet.mid_block", "step": 1, "rebuildable": False,
+                                                    "build": {"kind": "none", "reason": "no config"}}))
+    (folder / "README.md").write_text("# about\n")
+    result = export_bundle([run], tmp_path / "ok.zip", isolated={"r1": folder})
+    isolate = result["runs"][0]["isolate"]
+    assert isolate["files"] == ["runs/r1/isolate/README.txt", "runs/r1/isolate/module.json"]  # .md travels as .txt
+    assert isolate["repro"] is None and isolate["reason"] == "no config"
+    assert "No repro.py: no config" in zipfile.ZipFile(tmp_path / "ok.zip").read("README.txt").decode()
+    (folder / "weights.pt").write_bytes(b"pickle")
+    with pytest.raises(BundleError, match="not an expected file type"):
+        export_bundle([run], tmp_path / "bad.zip", isolated={"r1": folder})
+    assert not (tmp_path / "bad.zip").exists()
+    with pytest.raises(BundleError, match="not exported"):
+        export_bundle([run], tmp_path / "bad.zip", isolated={"other": folder})
+
+
+def test_a_manifest_pointing_isolate_elsewhere_is_refused(tmp_path: Path) -> None:
+    run = write_fake_run(tmp_path / "runs", steps=2, run_id="r1")
+    good = Path(export_bundle([run], tmp_path / "good.zip", not_isolated={"r1": "no anomaly"})["bundle"])
+    assert inspect_bundle(good)["runs"][0]["isolate"] == {"folder": None, "reason": "no anomaly"}
+
+    def elsewhere(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        manifest["runs"][0]["isolate"] = {"folder": "runs/r1/images"}
+
+    _refused(_rebuild(good, tmp_path / "bad.zip", edit=elsewhere), tmp_path, "isolate folder must be")

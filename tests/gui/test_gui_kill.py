@@ -1,0 +1,43 @@
+"""The kill test through the GUI (issue 14 item 2), short: the real main window queues demo runs and its engine
+process is SIGKILLed mid-run twice (scripts/kill_test.py --gui). The window stays up, each job ends failed for
+the engine, each record reads `interrupted` with every step the window saw, and Restart engine brings the engine
+back for a run that is done."""
+
+from __future__ import annotations
+
+import importlib.util
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.gui.live_window import needs_demo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _kill_test():  # noqa: ANN202 - the script, loaded as a module
+    spec = importlib.util.spec_from_file_location("kill_test", ROOT / "scripts" / "kill_test.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@needs_demo
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_two_engine_kills_through_the_window(qapp, gui_env: Path, tmp_path: Path,  # noqa: ANN001 - pytest-qt
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GHOSTVIEWER_ENGINE_THREADS", "1")
+    report = _kill_test().gui_kills(tmp_path / "kills", kills=2, steps=12, seed=0)
+    assert report["problems"] == [], report["problems"]
+    assert report["kills"] == 2 and report["window_up"] and report["jobs_failed_for_the_engine"] == 2
+    assert report["records_readable"] + report["no_record_yet"] == 2
+    assert report["interrupted"] == report["records_readable"] >= 1
+    assert report["steps_lost"] == 0 and report["steps_kept"] >= 1
+    for result in report["results"]:
+        assert result["ended_by"] == "engine" and "engine process" in result["job_error"]
+        assert set(result["seen"]) <= set(range(result["steps"]))  # every step the window saw is in the record
+    assert report["run_after_restart"] == "done"
+    assert report["doctor"]["interrupted"] == report["records_readable"]
