@@ -145,8 +145,13 @@ class EngineExport(QObject):
             self.state.reporter.report(messages.EXPORT_FAILED.format(message=NO_ENGINE if path else "no file name"))
             return -1
         self.pending[ident] = path
+        self.state.controller.set_engine_busy("export", True)  # queued runs wait for the re-run
         self._say(INPUTS_STARTED.format(path=path))
         return ident
+
+    def _settle(self) -> None:
+        if not self.pending:
+            self.state.controller.set_engine_busy("export", False)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         name, ident = event.get("event"), event.get("id")
@@ -161,9 +166,11 @@ class EngineExport(QObject):
             text = (INPUTS_DONE.format(module=isolate.get("module"), path=event.get("bundle"), size=size)
                     if isolate.get("folder") else
                     INPUTS_NONE.format(path=event.get("bundle"), size=size, reason=isolate.get("reason")))
+            self._settle()
             self._say(text)
         elif name in ("export_failed", "error"):
             self.pending.pop(ident)
+            self._settle()
             why = event.get("error") or event.get("message") or "unknown error"
             if name == "error":  # the scheduler reports an engine error already: the status bar only
                 self._say(messages.EXPORT_FAILED.format(message=why))
@@ -173,6 +180,7 @@ class EngineExport(QObject):
     def _on_engine_died(self, _reason: str) -> None:
         if self.pending:
             self.pending.clear()
+            self._settle()
             self.state.reporter.report(messages.EXPORT_FAILED.format(message=ENGINE_GONE))
 
     def _say(self, text: str) -> None:

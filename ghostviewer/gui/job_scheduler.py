@@ -4,9 +4,9 @@ the run's own end event, an `error` event for it, the engine process dying, the 
 mid-run, a run folder that never appears. Each ending is one `jobEnded(job_id, status)`; the job's row says
 how it ended (`Job.ended_by`, `Job.error`). No widget, no record reading: coordinators listen to the signals.
 
-A coordinator that gives the engine a long command of its own (a bisection, a sweep) holds the scheduler while
-it runs: the state says so ("bisecting", "sweeping"), nothing else is sent, and queued jobs say what they wait
-for; the release (or the engine stopping) lets them go."""
+A coordinator that gives the engine a long command of its own (a bisection, a sweep, a bug-report export that
+re-runs the run) holds the scheduler while it runs: the state says so ("bisecting", "sweeping", "exporting"),
+nothing else is sent, and queued jobs say what they wait for; the release (or the engine stopping) lets them go."""
 
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ from ghostviewer.gui.models.queue_model import Job, QueueModel
 
 log = logging.getLogger("ghostviewer.gui")
 Key = tuple[str, str, str]  # (source, device, dtype)
-ENGINE_WORK = {"decode": "decode the step", "blocks": "list the blocks", "bisect": "bisect the run"}  # for errors
-HOLDS = {"bisect": ("bisecting", "the bisection"), "sweep": ("sweeping", "the sweep")}  # state word, what waits
+ENGINE_WORK = {"decode": "decode the step", "blocks": "list the blocks", "bisect": "bisect the run",
+               "export": "export the bug report"}  # for errors
+HOLDS = {"bisect": ("bisecting", "the bisection"), "sweep": ("sweeping", "the sweep"),
+         "export": ("exporting", "the export")}  # state word, what waits
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def job_key(job: Job) -> Key:
 
 
 class JobScheduler(QObject):
-    stateChanged = Signal(str)  # stopped | starting | loading | ready | running | bisecting | sweeping
+    stateChanged = Signal(str)  # stopped | starting | loading | ready | running | bisecting | sweeping | exporting
     jobStarted = Signal(int, str)  # job id, its run folder (as the engine names it)
     jobStepped = Signal(int, int)  # job id, steps recorded so far
     jobEnded = Signal(int, str)  # job id, done | failed | cancelled — once per job, always
@@ -111,7 +113,7 @@ class JobScheduler(QObject):
         return HOLDS[self._holds[-1]][0] if self._holds else "ready"
 
     def hold(self, work: str) -> None:
-        """A coordinator sent the engine a long command of its own (`work`: bisect | sweep): send nothing else
+        """A coordinator sent the engine a long command of its own (`work`: bisect | sweep | export): send nothing else
         until it is released; queued jobs wait, and say so."""
         if work not in HOLDS:
             raise ValueError(f"unknown engine work {work!r}")

@@ -58,7 +58,8 @@ from ghostviewer.gui.window_layout import (
 ENGINE_WORDS = {"stopped": "engine stopped — Engine ▸ Restart engine", "starting": "engine starting…",
                 "loading": "engine loading the pipeline…", "ready": "engine ready", "running": "engine running",
                 "bisecting": messages.ENGINE_BUSY.format(doing="bisecting"),
-                "sweeping": messages.ENGINE_BUSY.format(doing="sweeping")}
+                "sweeping": messages.ENGINE_BUSY.format(doing="sweeping"),
+                "exporting": messages.ENGINE_BUSY.format(doing="exporting")}
 
 
 class MainWindow(QMainWindow):

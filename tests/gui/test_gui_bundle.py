@@ -1,16 +1,20 @@
-"""Bug-report bundles in the window: a dropped or given .zip opens its first run; File ▸ Export bug report…"""
+"""Bug-report bundles in the window: a dropped or given .zip opens its first run; File ▸ Export bug report…, also
+with the first bad module's inputs (the real engine re-runs the run and writes the bundle)."""
 
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from ghostviewer.record import RunRecord
 from ghostviewer.record.bundle import export_bundle, inspect_bundle
 from tests.gui.fake_runs import write_fake_run
+from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window, run_job
 
 
 def _drop(window, path: Path) -> None:  # noqa: ANN001
@@ -68,3 +72,41 @@ def test_export_bug_report_action(window, gui_env: Path, tmp_path: Path) -> None
     info = inspect_bundle(tmp_path / "out.zip")
     assert info["runs"][0]["run_id"] == "shown" and info["manifest"]["options"]["include_tensors"] is False
     assert "Bug report saved" in window.statusBar().currentMessage()
+
+
+@pytest.fixture
+def live(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001 - pytest-qt's fixture
+    yield from open_live_window(tmp_path_factory, "gui-bundle-inputs")
+
+
+@needs_demo
+def test_export_with_the_first_bad_modules_inputs(live, qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    from ghostviewer.gui.bundle_export_dialog import BundleExportDialog
+
+    state = live.state
+    job = run_job(qtbot, live, prompt="red circle", seed=0, seed_locked=True, steps=2,
+                  fault="short-prompt-attention")
+    assert job.status == "done", job.error
+    assert state.timeline.run_dir == job.run_dir and state.timeline.record.first_anomaly is not None
+    live.actions.export_bundle.trigger()
+    dialog = live.findChild(BundleExportDialog)
+    assert dialog is not None and Path(dialog.run_dir).name == Path(job.run_dir).name
+    dialog.tensors.setChecked(False)
+    dialog.inputs.setChecked(True)
+    assert "first bad module's inputs" in dialog.estimate.text()
+    out = tmp_path / "with-inputs.zip"
+    dialog.path.setText(str(out))
+    with qtbot.waitSignal(state.engine.sigEvent, timeout=RUN_TIMEOUT_MS,
+                          check_params_cb=lambda event: event.get("event") in ("exported", "export_failed")) as got:
+        assert dialog.save()  # the engine writes it: the dialog closes at once
+    event = got.args[0]
+    assert event["event"] == "exported", event
+    run_id = Path(job.run_dir).name
+    folder = f"runs/{run_id}/isolate"
+    assert event["bundle"] == str(out) and event["runs"][0]["isolate"]["repro"] == f"{folder}/repro.py"
+    with zipfile.ZipFile(out) as zf:
+        names = set(zf.namelist())
+    assert {f"{folder}/repro.py", f"{folder}/inputs.safetensors"} <= names
+    message = live.statusBar().currentMessage()
+    assert message.startswith("Bug report saved with the inputs of unet.down_blocks.1.attentions.0"), message
+    assert state.reporter.last_message is None

@@ -2,7 +2,7 @@
 dtype, bypasses and captures; never "step None"); a history run's context menu compares, replays, bisects and
 exports, and lists the runs of opened bug reports; a bug report's run replays only on its own weights (the
 engine's `loaded` event carries them) and says which component differs; a bisection or sweep says the engine is
-busy and queued runs wait for it visibly."""
+busy (an export too) and queued runs wait for it visibly."""
 
 from __future__ import annotations
 
@@ -186,3 +186,22 @@ def test_bisect_and_sweep_say_engine_busy_and_queued_runs_wait(fake_window, gui_
                                        "summary": "1 run"}).encode("utf-8"))
     qtbot.waitUntil(lambda: queued.finished, timeout=WAIT_MS)
     assert queued.status == "done" and c.engine_state == "ready"
+
+
+# -- 5. the engine busy with an export (the bug report with the first bad module's inputs re-runs the run) ---------
+def test_an_export_holds_the_engine_and_queued_runs_wait(fake_window, qtbot) -> None:  # noqa: ANN001
+    win = fake_window
+    state, c = win.state, win.state.controller
+    c.set_engine_busy("export", True)  # what the engine's `export` command holds while it runs
+    assert c.engine_state == "exporting"
+    state.prompt.update(steps=2, seed=6)
+    job = c.queue_run()
+    assert job.status == "queued" and job.waiting == "waiting for the export"
+    item = win.queue_panel._items[job.id]
+    assert item.text(1) == "waiting" and "waiting for the export" in item.toolTip(1)
+    qtbot.wait(300)
+    assert job.status == "queued"  # nothing was sent to the engine meanwhile
+    c.set_engine_busy("export", False)
+    assert job.waiting == ""
+    qtbot.waitUntil(lambda: job.finished, timeout=WAIT_MS)
+    assert job.status == "done" and c.engine_state == "ready" and win.engine_label.text() == "engine ready"
