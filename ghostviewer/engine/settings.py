@@ -85,9 +85,9 @@ def validate(settings: RunSettings) -> None:
 def validate_for_pipeline(pipe: Any, device: str, settings: RunSettings) -> None:
     """The checks against the loaded pipeline, on settings with their sizes filled in: capture patterns match a
     traced module, and the run fits the device's free memory (unless settings.memory_check is off)."""
-    from ghostviewer.engine.blocks import iter_modules
+    from ghostviewer.engine.tracing import traced_modules  # the walk the tracer makes, cached per pipeline
 
-    modules = [path for path, _ in iter_modules(pipe, settings.trace_depth)]  # type: ignore[arg-type]
+    modules = [path for path, _ in traced_modules(pipe, settings.trace_depth)]  # type: ignore[arg-type]
     try:
         check_capture(settings.capture, [*modules, *PROBES])
         if settings.memory_check and settings.width and settings.height:

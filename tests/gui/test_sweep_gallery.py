@@ -52,10 +52,28 @@ def test_gallery_shows_thumbnails_badges_rates_and_opens_a_run(qtbot, sweep_stud
     assert not gallery.view.grab().isNull()  # the delegate paints thumbnails and badges
     assert gallery.rates.table.rowCount() == 2 and gallery.rates.table.item(0, 2).text() == "50 %"
     gallery.rates.by.setCurrentIndex(1)
-    assert [gallery.rates.table.item(r, 0).text() for r in range(2)] == ["6", "7"]
+    assert [gallery.rates.table.item(r, 0).text() for r in range(2)] == ["seed 6", "seed 7"]
     assert list(gallery.rates.bars.opts["height"]) == [0.01, 1.0]  # a sliver for 0 %, so the bar shows
     assert gallery.progress.value() == gallery.progress.maximum() == 4
-    # click a thumbnail: its run folder goes out
+    # the grid (the default view): a row per prompt, a column per seed; seed 7 fails both prompts
+    grid = gallery.grid_model
+    assert gallery.views.currentWidget() is gallery.grid and not gallery.sort.isVisibleTo(gallery)
+    assert (grid.rowCount(), grid.columnCount()) == (2, 2) and grid.seeds == [6, 7]
+    assert [grid.data(grid.index(r, 1), FAILED) for r in range(2)] == [True, True]
+    assert [grid.data(grid.index(r, 0), FAILED) for r in range(2)] == [False, False]
+    horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
+    assert grid.headerData(0, vertical) == "1  50 %" and grid.headerData(1, horizontal) == "7"
+    assert grid.headerData(1, horizontal, Qt.ItemDataRole.ForegroundRole) is not None  # a failing seed: red
+    assert grid.headerData(0, horizontal, Qt.ItemDataRole.ForegroundRole) is None
+    assert 36 <= gallery.grid.cell_size() <= 96 and 2 * gallery.grid.cell_size() <= gallery.grid.viewport().width()
+    cell = gallery.grid.visualRect(grid.index(0, 1)).center()
+    with qtbot.waitSignal(gallery.runActivated, timeout=3000) as signal:
+        QTest.mouseClick(gallery.grid.viewport(), Qt.MouseButton.LeftButton, pos=cell)
+    assert signal.args == [grid.data(grid.index(0, 1), RUN_DIR)]
+    assert not gallery.grid.grab().isNull()
+    # the list: click a thumbnail, its run folder goes out
+    gallery.set_view("list")
+    assert gallery.views.currentWidget() is gallery.view and gallery.sort.isVisibleTo(gallery)
     second = gallery.view.visualRect(rows[1]).center()
     with qtbot.waitSignal(gallery.runActivated, timeout=3000) as signal:
         QTest.mouseClick(gallery.view.viewport(), Qt.MouseButton.LeftButton, pos=second)
@@ -81,6 +99,7 @@ def test_gallery_filters_and_sorts(qtbot, sweep_study: Path) -> None:  # noqa: A
     gallery.verdict.setCurrentIndex(gallery.verdict.findData("failed"))
     gallery._on_filter()
     assert [(e.prompt, e.seed) for e in model.shown()] == [(p, 7) for p in PROMPTS]
+    assert gallery.grid_model.seeds == [7] and gallery.grid_model.rowCount() == 2  # the grid follows the filter
     gallery.filter_to("prompt", PROMPTS[1])
     assert [(e.prompt, e.seed) for e in model.shown()] == [(PROMPTS[1], 7)]
     model.set_filter(verdict="", prompt="", seed="6")
@@ -157,16 +176,21 @@ def test_coordinator_waits_for_the_engine_sends_one_sweep_and_follows_it(qtbot, 
     assert model.rowCount() == 4
     with qtbot.waitSignal(sweeps.progressed, timeout=2000):
         engine.sigEvent.emit({"event": "sweep_progress", "id": 1, "done": 1, "total": 20, "rate": 2.0, "eta": 9.5})
+    assert sweeps.show_study(sweep_study)  # the running sweep's own study: shown already
+    assert not sweeps.show_study(tmp_path) and model.study_dir == str(sweep_study)  # the gallery follows the run
     sweeps.cancel()
     assert engine.sent[-1] == ("cancel", {"run": 1})
     with qtbot.waitSignal(sweeps.ended, timeout=2000) as ended:
         engine.sigEvent.emit({"event": "sweep_finished", "id": 1, "status": "cancelled", "summary": "50 %"})
     assert ended.args == ["cancelled"] and sweeps.state == "idle"
     assert StudyRecord(sweep_study).kind == "sweep"
+    assert not sweeps.show_study(tmp_path) and "Could not show the sweep" in reporter.messages[-1]
+    model.clear()
+    assert sweeps.show_study(sweep_study) and model.rowCount() == 4
 
 
-def test_window_has_the_gallery_dock_and_dropped_lists_become_sweeps(window, tmp_path: Path,
-                                                                     sweep_study: Path) -> None:  # noqa: ANN001
+def test_window_has_the_gallery_dock_and_dropped_lists_become_sweeps(qtbot, window, tmp_path: Path,  # noqa: ANN001
+                                                                     sweep_study: Path) -> None:
     titles = [dock.windowTitle() for dock in window.docks]
     assert "Sweep gallery" in titles
     gallery = window.docks[titles.index("Sweep gallery")].widget()
@@ -181,3 +205,9 @@ def test_window_has_the_gallery_dock_and_dropped_lists_become_sweeps(window, tmp
     run_dir = str(StudyRecord(sweep_study).runs()[1].run_dir)
     gallery.runActivated.emit(run_dir)  # a clicked thumbnail opens its run in the timeline
     assert Path(window.state.timeline.run_dir) == Path(run_dir)
+    # a sweep study picked in the history opens in the gallery
+    studies = window.state.controller.studies
+    with qtbot.waitSignal(studies.viewOpened, timeout=2000) as opened:
+        assert studies.open_study(str(sweep_study)) == "sweep"
+    assert opened.args == ["sweep"] and Path(gallery.model.study_dir) == sweep_study.resolve()
+    assert gallery.model.rowCount() == 4

@@ -1,5 +1,6 @@
 """A study picked in the history opens in its natural view: a replay (or compare) study as the comparison of the
-original with its first diverging re-run, a bisection as its trail. Other kinds are listed only, for now."""
+original with its first diverging re-run, a bisection as its trail, a sweep in the sweep gallery. Other kinds
+are listed only, for now."""
 
 from __future__ import annotations
 
@@ -29,15 +30,16 @@ def replay_pair(runs: list[StudyRun], result: dict[str, Any] | None) -> tuple[Pa
 
 
 class StudyOpener(QObject):
-    viewOpened = Signal(str)  # compare | bisect: the window raises that dock
+    viewOpened = Signal(str)  # compare | bisect | sweep: the window raises that dock
 
     def __init__(self, compare: CompareModel, bisects: BisectCoordinator, reporter: ErrorReporter,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.compare, self.bisects, self.reporter = compare, bisects, reporter
+        self.sweeps: Any = None  # the SweepCoordinator (set with the sweep gallery): sweep studies open there
 
     def open_study(self, path: str | Path) -> str | None:
-        """Open the study's view; which one ("compare", "bisect"), or None for a kind with no view yet."""
+        """Open the study's view; which one ("compare", "bisect", "sweep"), or None for a kind with no view."""
         try:
             study = StudyRecord(path)
             kind, runs, result = study.kind, study.runs(), study.result
@@ -47,6 +49,9 @@ class StudyOpener(QObject):
         if kind == "bisect" and self.bisects.show_study(study.path):
             self.viewOpened.emit("bisect")
             return "bisect"
+        if kind == "sweep" and self.sweeps is not None and self.sweeps.show_study(study.path):
+            self.viewOpened.emit("sweep")
+            return "sweep"
         if kind in ("replay", "compare"):
             pair = replay_pair(runs, result) if kind == "replay" else (
                 (runs[0].run_dir, runs[1].run_dir) if len(runs) >= 2 else None)

@@ -31,6 +31,8 @@ MESSAGES = {
     "failed": "The sweep stopped: {message}",
     "busy": "A sweep is already running; cancel it first.",
     "not_sweep": "Could not resume {path}: {message}",
+    "not_shown": "Could not show the sweep {path}: {message}",
+    "shows_running": "The gallery follows the running sweep; cancel it (or wait) to look at {name}.",
 }
 
 
@@ -78,6 +80,23 @@ class SweepCoordinator(QObject):
             return False
         command = {"list": str(Path(list_path).resolve()), "seeds": seeds, "settings": self._settings()}
         return self._submit(command, Path(list_path).name, count)
+
+    def show_study(self, study_dir: str | Path) -> bool:
+        """A sweep study picked in the history, shown in the gallery (also one still running elsewhere, or
+        interrupted: Resume goes on with it). Refused while this window's own sweep runs: the gallery follows
+        that one."""
+        if self.state != "idle":
+            shown = self.model.study_dir
+            same = shown is not None and Path(shown).resolve() == Path(study_dir).resolve()
+            if not same:
+                self.sigMessage.emit(MESSAGES["shows_running"].format(name=Path(study_dir).name))
+            return same
+        try:
+            self.model.open_study(study_dir)
+        except RecordError as exc:
+            self.reporter.report(MESSAGES["not_shown"].format(path=study_dir, message=exc))
+            return False
+        return True
 
     def resume(self, study_dir: str | Path) -> bool:
         try:

@@ -1,5 +1,6 @@
 """The sweep gallery's state: one sweep study read through its record (no engine, no torch), its runs filtered
-and sorted, and its statistics (analysis/sweep_stats.py) — a Qt list model the gallery's thumbnail view shows.
+and sorted, and its statistics (analysis/sweep_stats.py) — a Qt list model the gallery's thumbnail view shows;
+SweepGridModel shows the same runs as a prompt × seed table (a seed that fails every prompt is a red column).
 
 Roles: DisplayRole "seed 7 · nan", ToolTipRole the details, DecorationRole the final image (a QImage, cached),
 and RUN_DIR / VERDICT / ANOMALY / FAILED for the delegate that paints the badges.
@@ -11,8 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QImage
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QAbstractTableModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QColor, QImage
 
 from ghostviewer.analysis.sweep_stats import SweepStats, is_failure
 from ghostviewer.record import RecordError, StudyRecord
@@ -24,6 +33,7 @@ FAILED = Qt.ItemDataRole.UserRole + 4
 ALL = ""  # a filter that lets everything through
 SORTS = ("list order", "verdict", "first anomaly")
 _PHASES = {"encode": 0, "denoise": 1, "decode": 2}
+FAILED_TEXT = QColor("#e53935")  # headers of prompts and seeds with failures
 Index = QModelIndex | QPersistentModelIndex
 
 
@@ -167,7 +177,10 @@ class SweepModel(QAbstractListModel):
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not 0 <= index.row() < len(self._shown):
             return None
-        e = self._shown[index.row()]
+        return self.entry_data(self._shown[index.row()], role)
+
+    def entry_data(self, e: SweepEntry, role: int) -> Any:
+        """One run's data for a role (the list and the grid model answer the same)."""
         if role == Qt.ItemDataRole.DisplayRole:
             return f"seed {e.seed} · {e.label}"
         if role == Qt.ItemDataRole.ToolTipRole:
@@ -182,3 +195,71 @@ class SweepModel(QAbstractListModel):
         if run_dir not in self._images:
             self._images[run_dir] = QImage(str(Path(run_dir) / "images" / "final.png"))
         return self._images[run_dir]
+
+
+class SweepGridModel(QAbstractTableModel):
+    """The runs the SweepModel shows (its filters apply) as a table: a row per prompt, in list order, a column
+    per seed. Headers carry the prompt's number and failure rate, and the seed; those with failures in red.
+    A prompt listed twice shares its row (its first run of a seed is shown)."""
+
+    def __init__(self, runs: SweepModel, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.runs = runs
+        self.prompts: list[str] = []
+        self.seeds: list[int] = []
+        self._cells: dict[tuple[int, int], SweepEntry] = {}
+        runs.modelReset.connect(self._rebuild)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        shown = self.runs.shown()
+        kept = {e.prompt for e in shown}
+        prompts = [p for p in self.runs.prompts() if p in kept]
+        seeds = sorted({e.seed for e in shown})
+        row, column = {p: i for i, p in enumerate(prompts)}, {s: j for j, s in enumerate(seeds)}
+        cells: dict[tuple[int, int], SweepEntry] = {}
+        for e in shown:
+            cells.setdefault((row[e.prompt], column[e.seed]), e)
+        self.beginResetModel()
+        self.prompts, self.seeds, self._cells = prompts, seeds, cells
+        self.endResetModel()
+
+    def entry(self, row: int, column: int) -> SweepEntry | None:
+        return self._cells.get((row, column))
+
+    def number(self, prompt: str) -> int:
+        """The prompt's number in the list (1-based, as in the rate table and chart); 0 when unknown."""
+        prompts = self.runs.prompts()
+        return prompts.index(prompt) + 1 if prompt in prompts else 0
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008 - Qt's name and default
+        return 0 if parent.isValid() else len(self.prompts)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008 - Qt's name and default
+        return 0 if parent.isValid() else len(self.seeds)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        e = self._cells.get((index.row(), index.column())) if index.isValid() else None
+        return None if e is None else self.runs.entry_data(e, role)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802 - Qt's name
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        horizontal = orientation == Qt.Orientation.Horizontal
+        keys: list[Any] = self.seeds if horizontal else self.prompts
+        if not 0 <= section < len(keys):
+            return None
+        tally = (self.runs.stats.by_seed if horizontal else self.runs.stats.by_prompt).get(keys[section])
+        failed, total = (tally.failed, tally.total) if tally is not None else (0, 0)
+        if role == Qt.ItemDataRole.DisplayRole:
+            if horizontal:
+                return str(keys[section])
+            return f"{self.number(keys[section])}  {100 * failed / total:.0f} %" if total else str(section + 1)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            what = f"seed {keys[section]}" if horizontal else keys[section]
+            return f"{what}: {failed}/{total} failed"
+        if role == Qt.ItemDataRole.ForegroundRole and failed:
+            return FAILED_TEXT
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+            return Qt.AlignmentFlag.AlignCenter if horizontal else right
+        return None

@@ -1,5 +1,6 @@
-"""The sweep gallery dock: thumbnails of a sweep's runs with verdict badges and first-anomaly labels, filters by
-verdict / prompt / seed, sorting, failure rates per prompt and per seed (sweep_rates.py), the Seeds field for
+"""The sweep gallery dock: a sweep's runs as a prompt × seed grid (a seed failing every prompt is a red column)
+or as a list of thumbnails with first-anomaly labels, sortable; verdict badges, failing runs framed in red,
+filters by verdict / prompt / seed, failure rates per prompt and per seed (sweep_rates.py), the Seeds field for
 dropped lists, and the sweep's progress. A click on a thumbnail emits the run folder (`runActivated`)."""
 
 from __future__ import annotations
@@ -8,68 +9,133 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QPainter
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QDockWidget,
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QListView,
+    QMainWindow,
     QMenu,
     QProgressBar,
     QPushButton,
     QSplitter,
+    QStackedWidget,
     QStyledItemDelegate,
     QStyleOptionViewItem,
+    QTableView,
     QVBoxLayout,
     QWidget,
 )
 
 from ghostviewer.gui.coordinators.sweep_coordinator import SweepCoordinator
-from ghostviewer.gui.models.sweep_model import ALL, ANOMALY, FAILED, RUN_DIR, SORTS, VERDICT, SweepModel
+from ghostviewer.gui.models.sweep_model import (
+    ALL,
+    ANOMALY,
+    FAILED,
+    RUN_DIR,
+    SORTS,
+    VERDICT,
+    SweepGridModel,
+    SweepModel,
+)
 from ghostviewer.gui.widgets.sweep_rates import SweepRates
 
-THUMB = 96
-CELL = QSize(THUMB + 12, THUMB + 40)
+THUMB = 80  # the list's thumbnails (the demo's images are 64 px)
+CELL = QSize(THUMB + 12, THUMB + 38)
+GRID_CELL = (36, 96)  # the grid's cells: as wide as fits all seeds in the view, within these bounds
+LINE = 16  # a text line under a list thumbnail
 BADGE_OK, BADGE_BAD = QColor("#2e7d32"), QColor("#c62828")
+VIEWS = ("grid", "list")
 
 
 class ThumbnailDelegate(QStyledItemDelegate):
-    """Paints a run: its final image, a verdict badge on it, the seed and first anomaly below."""
+    """Paints a run: its final image, a verdict badge on it and, for a failing run, a red frame; in the list
+    (labels=True) also the seed and the first anomaly below. In the grid a healthy run's badge is a thin green
+    strip (its verdict is "ok"), so the images show and the failing ones stand out."""
+
+    def __init__(self, labels: bool, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.labels = labels
 
     def sizeHint(self, _option: QStyleOptionViewItem, _index: QModelIndex | QPersistentModelIndex) -> QSize:  # noqa: N802
-        return CELL
+        return CELL if self.labels else QSize(GRID_CELL[1], GRID_CELL[1])
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem,
               index: QModelIndex | QPersistentModelIndex) -> None:
         rect: QRect = option.rect  # type: ignore[attr-defined]
+        if index.data(RUN_DIR) is None:
+            return  # an empty grid cell: that prompt and seed were not run (or are filtered out)
         painter.save()
         if option.state & option.state.State_Selected:  # type: ignore[attr-defined]
             painter.fillRect(rect, option.palette.highlight())  # type: ignore[attr-defined]
+        side = min(rect.width(), rect.height() - (2 * LINE + 2 if self.labels else 0)) - 6
+        box = QRect(rect.x() + (rect.width() - side) // 2, rect.y() + 3, side, side)
         image = index.data(Qt.ItemDataRole.DecorationRole)
-        box = QRect(rect.x() + 6, rect.y() + 4, THUMB, THUMB)
         if image is not None and not image.isNull():
             painter.drawImage(box, image)
         else:
             painter.fillRect(box, QColor("#424242"))
         failed = bool(index.data(FAILED))
-        badge = QRect(box.x(), box.y(), THUMB, 16)
-        painter.fillRect(badge, BADGE_BAD if failed else BADGE_OK)
-        painter.setPen(QColor("white"))
-        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, str(index.data(VERDICT)))
-        painter.setPen(option.palette.text().color())  # type: ignore[attr-defined]
         metrics = painter.fontMetrics()
-        seed = QRect(rect.x() + 2, box.bottom() + 2, rect.width() - 4, 16)
-        painter.drawText(seed, Qt.AlignmentFlag.AlignCenter, str(index.data(Qt.ItemDataRole.DisplayRole)))
-        anomaly = str(index.data(ANOMALY) or "")
-        if anomaly:
-            painter.setPen(BADGE_BAD)
-            text = metrics.elidedText(anomaly, Qt.TextElideMode.ElideLeft, seed.width())
-            painter.drawText(seed.translated(0, 16), Qt.AlignmentFlag.AlignCenter, text)
+        verdict = str(index.data(VERDICT))
+        text = failed or self.labels
+        badge = QRect(box.x(), box.y(), side, min(LINE, metrics.height() + 2) if text else 4)
+        painter.fillRect(badge, BADGE_BAD if failed else BADGE_OK)
+        if text:
+            painter.setPen(QColor("white"))
+            painter.drawText(badge, Qt.AlignmentFlag.AlignCenter,
+                             metrics.elidedText(verdict, Qt.TextElideMode.ElideRight, side - 2))
+        if failed:
+            painter.setPen(QPen(BADGE_BAD, 3))
+            painter.drawRect(box.adjusted(1, 1, -1, -1))
+        if self.labels:
+            painter.setPen(option.palette.text().color())  # type: ignore[attr-defined]
+            seed = QRect(rect.x() + 2, box.bottom() + 2, rect.width() - 4, LINE)
+            label = metrics.elidedText(str(index.data(Qt.ItemDataRole.DisplayRole)), Qt.TextElideMode.ElideRight,
+                                       seed.width())
+            painter.drawText(seed, Qt.AlignmentFlag.AlignCenter, label)
+            anomaly = str(index.data(ANOMALY) or "")
+            if anomaly:
+                painter.setPen(BADGE_BAD)
+                text = metrics.elidedText(anomaly, Qt.TextElideMode.ElideLeft, seed.width())
+                painter.drawText(seed.translated(0, LINE), Qt.AlignmentFlag.AlignCenter, text)
         painter.restore()
+
+
+class SweepGrid(QTableView):
+    """The prompt × seed grid; its cells shrink (down to GRID_CELL[0]) so that all the seeds fit its width."""
+
+    def __init__(self, model: SweepGridModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setModel(model)
+        self.setItemDelegate(ThumbnailDelegate(labels=False, parent=self))
+        self.setShowGrid(False)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)  # no width jitter when it shows
+        self.setSelectionMode(QTableView.SelectionMode.SingleSelection)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        for header in (self.horizontalHeader(), self.verticalHeader()):
+            header.setSectionResizeMode(header.ResizeMode.Fixed)
+            header.setHighlightSections(False)
+        model.modelReset.connect(self.fit_cells)
+
+    def cell_size(self) -> int:
+        columns = max(1, self.model().columnCount())
+        return max(GRID_CELL[0], min(GRID_CELL[1], self.viewport().width() // columns))
+
+    def fit_cells(self) -> None:
+        size = self.cell_size()
+        self.horizontalHeader().setDefaultSectionSize(size)
+        self.verticalHeader().setDefaultSectionSize(size)
+
+    def resizeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)  # type: ignore[arg-type]
+        self.fit_cells()
 
 
 class SweepGallery(QWidget):
@@ -97,18 +163,32 @@ class SweepGallery(QWidget):
         self.prompt = QComboBox()
         self.seed_filter = QLineEdit()
         self.seed_filter.setPlaceholderText("seed")
-        self.seed_filter.setMaximumWidth(70)
+        self.seed_filter.setMaximumWidth(56)
+        self.seed_filter.setMinimumWidth(44)
+        for combo, letters in ((self.verdict, 11), (self.prompt, 11)):  # "all verdicts", "all prompts"
+            combo.setMinimumContentsLength(letters)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.sort = QComboBox()
         self.sort.addItems([f"sort: {s}" for s in SORTS])
+        self.sort.setToolTip("The list's order (the grid keeps prompts in list order and seeds ascending)")
+        self.shape = QComboBox()
+        self.shape.addItems(list(VIEWS))
+        self.shape.setToolTip("grid: a row per prompt, a column per seed; list: thumbnails with their first "
+                              "anomaly, sortable")
+        self.grid_model = SweepGridModel(model, self)
+        self.grid = SweepGrid(self.grid_model)
         self.view = QListView()
         self.view.setViewMode(QListView.ViewMode.IconMode)
         self.view.setResizeMode(QListView.ResizeMode.Adjust)
         self.view.setMovement(QListView.Movement.Static)
         self.view.setUniformItemSizes(True)
         self.view.setGridSize(CELL)
-        self.view.setItemDelegate(ThumbnailDelegate(self.view))
+        self.view.setItemDelegate(ThumbnailDelegate(labels=True, parent=self.view))
         self.view.setModel(model)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.views = QStackedWidget()
+        self.views.addWidget(self.grid)
+        self.views.addWidget(self.view)
         self.rates = SweepRates(model)
         self._layout()
         self.seeds.textChanged.connect(self._on_seeds)
@@ -117,8 +197,10 @@ class SweepGallery(QWidget):
         self.prompt.activated.connect(self._on_filter)
         self.seed_filter.editingFinished.connect(self._on_filter)
         self.sort.activated.connect(lambda i: model.set_sort(SORTS[i]))
-        self.view.clicked.connect(self._on_clicked)
-        self.view.customContextMenuRequested.connect(self._menu)
+        self.shape.activated.connect(self.set_view)
+        for view in (self.view, self.grid):
+            view.clicked.connect(self._on_clicked)
+            view.customContextMenuRequested.connect(lambda pos, view=view: self._menu(view, pos))
         self.rates.rowChosen.connect(self.filter_to)
         model.changed.connect(self._on_model_changed)
         if coordinator is not None:
@@ -130,6 +212,7 @@ class SweepGallery(QWidget):
             self.on_ray.toggled.connect(coordinator.set_ray)
         self._on_state("idle")
         self._on_model_changed()
+        self.set_view(0)
 
     def _layout(self) -> None:
         top = QHBoxLayout()
@@ -139,18 +222,20 @@ class SweepGallery(QWidget):
             top.addWidget(widget)
         top.addWidget(self.progress, 1)
         filters = QHBoxLayout()
-        for widget in (self.verdict, self.prompt, self.seed_filter, self.sort):
+        for widget in (self.shape, self.verdict, self.prompt, self.seed_filter, self.sort):
             filters.addWidget(widget)
         filters.addStretch(1)
         left = QWidget()
         column = QVBoxLayout(left)
         column.setContentsMargins(0, 0, 0, 0)
         column.addLayout(filters)
-        column.addWidget(self.view, 1)
+        column.addWidget(self.views, 1)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
         split.addWidget(self.rates)
-        split.setSizes([640, 320])
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
+        split.setSizes([700, 260])
         outer = QVBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
         outer.addLayout(top)
@@ -162,7 +247,8 @@ class SweepGallery(QWidget):
         m = self.model
         self._fill(self.verdict, [("all verdicts", ALL), ("failed", "failed"), *[(v, v) for v in m.verdicts()]],
                    m.verdict_filter)
-        self._fill(self.prompt, [("all prompts", ALL), *[(p[:40], p) for p in m.prompts()]], m.prompt_filter)
+        numbered = [(f"{i}. {p[:40]}", p) for i, p in enumerate(m.prompts(), 1)]
+        self._fill(self.prompt, [("all prompts", ALL), *numbered], m.prompt_filter)
         total = m.progress.get("total") or len(m.entries)
         if self.coordinator is None or self.coordinator.state == "idle":
             self.progress.setRange(0, max(int(total), 1))
@@ -173,12 +259,11 @@ class SweepGallery(QWidget):
 
     @staticmethod
     def _fill(combo: QComboBox, items: list[tuple[str, str]], current: str) -> None:
-        if [combo.itemData(i) for i in range(combo.count())] == [value for _, value in items]:
-            return
-        combo.clear()
-        for text, value in items:
-            combo.addItem(text, value)
-        combo.setCurrentIndex(max(0, combo.findData(current)))
+        if [combo.itemData(i) for i in range(combo.count())] != [value for _, value in items]:
+            combo.clear()
+            for text, value in items:
+                combo.addItem(text, value)
+        combo.setCurrentIndex(max(0, combo.findData(current)))  # the model's filter (reset by open_study)
 
     def show_progress(self, event: dict[str, Any]) -> None:
         total, done = int(event.get("total") or 0), int(event.get("done") or 0)
@@ -194,6 +279,13 @@ class SweepGallery(QWidget):
         self.open_button.setEnabled(state == "idle")
 
     # -- user actions -----------------------------------------------------------------------------
+    def set_view(self, which: int | str) -> None:
+        """"grid" (0) or "list" (1); sorting applies to the list only (its box shows with the list)."""
+        i = VIEWS.index(which) if isinstance(which, str) else int(which)
+        self.shape.setCurrentIndex(i)
+        self.views.setCurrentIndex(i)
+        self.sort.setVisible(VIEWS[i] == "list")
+
     def _on_seeds(self) -> None:
         if self.coordinator is not None:
             self.coordinator.set_seeds(self.seeds.text().strip() or "0-9")
@@ -231,9 +323,9 @@ class SweepGallery(QWidget):
                 ("Bisect this run", lambda: self.bisectRequested.emit(run_dir)),
                 ("Compare with a healthy seed", compare)]
 
-    def _menu(self, pos: QPoint) -> None:
-        index = self.view.indexAt(pos)
-        if not index.isValid():
+    def _menu(self, view: QListView | QTableView, pos: QPoint) -> None:
+        index = view.indexAt(pos)
+        if not index.isValid() or index.data(RUN_DIR) is None:
             return
         menu = QMenu(self)
         for text, slot in self.menu_actions(str(index.data(RUN_DIR))):
@@ -241,12 +333,27 @@ class SweepGallery(QWidget):
             action.setEnabled(slot is not None)
             if slot is not None:
                 action.triggered.connect(slot)
-        menu.popup(self.view.viewport().mapToGlobal(pos))
+        menu.popup(view.viewport().mapToGlobal(pos))
+
+
+def raise_dock(widget: QWidget, height: int = 300) -> None:
+    """Show the dock a widget sits in in front of its tabs, tall enough to read (the bottom docks start low)."""
+    dock = widget.parentWidget()
+    while dock is not None and not isinstance(dock, QDockWidget):
+        dock = dock.parentWidget()
+    if dock is None:
+        return
+    dock.show()
+    dock.raise_()
+    window = dock.parentWidget()
+    if isinstance(window, QMainWindow) and not dock.isFloating() and dock.height() < height:
+        window.resizeDocks([dock], [height], Qt.Orientation.Vertical)
 
 
 def build_sweep_gallery(state: Any) -> SweepGallery:
     """The gallery with its model and coordinator, wired to the window's state: dropped prompt lists start
-    sweeps (state.opener), a clicked thumbnail opens its run in the timeline (state.opener.open_run)."""
+    sweeps (state.opener), a clicked thumbnail opens its run in the timeline (state.opener.open_run), a sweep
+    study picked in the history shows here (state.controller.studies) and raises the gallery's dock."""
     model = SweepModel()
     coordinator = SweepCoordinator(state.engine, state.controller, state.prompt, state.pipeline, state.blocks,
                                    state.history, state.reporter, model)
@@ -258,4 +365,8 @@ def build_sweep_gallery(state: Any) -> SweepGallery:
     gallery.bisectRequested.connect(lambda run_dir: state.controller.bisect(run_dir))
     gallery.compareRequested.connect(lambda a, b: state.controller.compare_runs(a, b))
     state.opener.sweeps = coordinator
+    studies = getattr(state.controller, "studies", None)
+    if studies is not None:
+        studies.sweeps = coordinator
+        studies.viewOpened.connect(lambda view: raise_dock(gallery, 380) if view == "sweep" else None)
     return gallery

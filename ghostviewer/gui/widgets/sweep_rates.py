@@ -1,4 +1,5 @@
 """Failure rates of the shown sweep, per prompt or per seed: a table and a bar chart (pyqtgraph BarGraphItem).
+Prompts are numbered in list order — the table, the chart's axis and the grid's rows say the same number.
 Clicking a row filters the gallery to that prompt or seed."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from ghostviewer.gui.models.sweep_model import SweepModel
@@ -27,10 +29,18 @@ class SweepRates(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        self.table.horizontalHeader().setStretchLastSection(False)
-        self.table.horizontalHeader().setSectionResizeMode(0, self.table.horizontalHeader().ResizeMode.Stretch)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setWordWrap(False)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
+        header = self.table.horizontalHeader()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, header.ResizeMode.Stretch)  # the prompt, elided; its numbers always show
+        for column in (1, 2):
+            header.setSectionResizeMode(column, header.ResizeMode.ResizeToContents)
         self.plot = pg.PlotWidget(background="#202124")
         self.plot.setLabel("left", "failure rate")
+        self.plot.setLabel("bottom", "prompt")
         self.plot.setYRange(0, 1, padding=0.05)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.setMinimumHeight(120)
@@ -60,10 +70,13 @@ class SweepRates(QWidget):
         rows = self.rows()
         self.table.setRowCount(len(rows))
         for i, (key, failed, total, rate) in enumerate(rows):
-            cells = (str(key), f"{failed}/{total}", f"{100 * rate:.0f} %")
+            name = f"{i + 1}. {key}" if self.kind == "prompt" else f"seed {key}"
+            cells = (name, f"{failed}/{total}", f"{100 * rate:.0f} %")
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                item.setToolTip(str(key))
+                item.setToolTip(f"{key}: {failed}/{total} failed")
+                if failed and j == 2:
+                    item.setForeground(QColor(BAR_BAD))
                 if j:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(i, j, item)
@@ -71,7 +84,8 @@ class SweepRates(QWidget):
         brushes = [pg.mkBrush(BAR_BAD if h > 0 else BAR_OK) for h in heights]
         self.bars.setOpts(x=np.arange(len(rows)), height=np.maximum(heights, 0.01), width=0.8, brushes=brushes)
         axis = self.plot.getAxis("bottom")
-        labels = [(i, str(r[0])[:12]) for i, r in enumerate(rows)]
+        self.plot.setLabel("bottom", self.kind)
+        labels = [(i, str(i + 1) if self.kind == "prompt" else str(r[0])) for i, r in enumerate(rows)]
         axis.setTicks([labels if len(labels) <= 30 else labels[:: max(1, len(labels) // 30)]])
         self.plot.setXRange(-0.6, max(len(rows), 1) - 0.4, padding=0)
 
