@@ -16,6 +16,16 @@ at least as many candidates below it as are still needed), so every answer at le
 a single culprit among N candidates takes ⌈log2 N⌉ re-runs to isolate, plus at most one to confirm it alone.
 The half is taken from the downstream end, nearest the first anomaly: the anomaly usually sits in the culprit,
 so the first answers tend to land on it, and a last re-run that bypassed the culprit alone is its confirmation.
+
+A drift (a silent ghost, analysis.symptom) is not halved. A re-run that bypasses the first-drift module M, or a
+block around it, answers "gone" whatever the culprit is: nothing the bypass leaves untouched had drifted. A re-run
+that bypasses blocks upstream of M changes M's input, and that alone can take M back inside its envelope: on the
+demo, bypassing unet.down_blocks.0.resnets.0 hides a ×1.5 unet.down_blocks.1.resnets.0, unet.mid_block.resnets.0
+a ×1.5 mid_block.resnets.1, unet.up_blocks.0.resnets.1 a ×1.5 up_blocks.1.resnets.0 (each time the faulty block
+is back inside its envelope), and a halving that believed those answers would name the wrong block. So for a
+drift the suspect is the innermost bypassable block around M (`innermost`), bypassed alone once; activation
+patching (engine.patching), which restores healthy values instead of removing a block, is the check that
+carries weight.
 """
 
 from __future__ import annotations
@@ -107,6 +117,11 @@ def covered(blocks: Iterable[str], possible: Iterable[str]) -> list[str]:
     """The possible culprits a bypass of `blocks` covers."""
     chosen = list(blocks)
     return [p for p in possible if any(inside(p, b) for b in chosen)]
+
+
+def innermost(blocks: Sequence[str]) -> str:
+    """The deepest of nested blocks (e.g. those around a first-drift module)."""
+    return max(blocks, key=lambda b: b.count("."))
 
 
 def choose_half(possible: Sequence[str]) -> list[str]:

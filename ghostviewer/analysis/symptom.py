@@ -22,19 +22,40 @@ Otherwise the symptom is ABSENT. Absent is not healthy: a re-run that loses the 
 off-prompt shows a *different* failure. It tells the search that the culprit was among the changes, and it is
 reported as `healthy: false` beside `symptom: false`, never as a healthy run. A re-run that crashed or was
 cancelled shows nothing either way (`None`).
+
+Silent ghosts (a first anomaly of kind drift, judged against the bad run's baseline, given as `baseline`). A
+bypass moves every statistic downstream of the bypassed block, and the bypassed block's own output is its input
+— both leave a healthy envelope for reasons of their own. So drift there is never the symptom; the drift is
+looked for only where the bypass cannot be the cause of it:
+  - the first-anomaly module M, when M is not inside a bypassed block: its output at the anomaly's phase and
+    step still drifts. This is sound when M's input is the bad run's or a healthy one (activation patching
+    upstream of M, or nothing changed upstream); a bypass upstream changes M's input, which can hide a drift,
+    so bisection does not rely on it (analysis.bisect_plan);
+  - when M is bypassed: any output of the anomaly's phase recorded before the first bypassed block's output
+    (upstream of and at the bypassed point, the part of the re-run the bypass leaves as the bad run had it).
+    The bad run drifted nowhere there (M was its first drift), so bypassing M removes its drift by this
+    definition: that re-run confirms that nothing before M drifts, no more.
+The contextual labels (off_prompt, color_cast) do not count under (b) when the drift can be judged: bypassing
+half a U-Net easily leaves an image that misses its prompt, fault or no fault. Without a drift anomaly (an
+off_prompt verdict alone, e.g. a prompt the pipeline ignores upstream of every block) the label decides, as (b).
+Without a baseline a drift counts when it is the re-run's first anomaly, as in (a).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ghostviewer.analysis.anomaly import AnomalyDetector
+from ghostviewer.analysis.baseline import Baseline, recorded_baseline_key, run_baseline
+from ghostviewer.analysis.bisect_plan import inside
 from ghostviewer.record import StatRow
 
 PHASE_ORDER = {"encode": 0, "denoise": 1, "decode": 2}
 _ROW_KINDS = frozenset({"nan", "inf", "overflow", "collapse", "explode"})
+CONTEXT_LABELS = frozenset({"off_prompt", "color_cast"})  # labels judged against the prompt or a baseline
+ChannelMeans = Mapping[tuple[str, str], Sequence[float]]
 
 
 def verdict_label(verdict: Any) -> str | None:
@@ -61,15 +82,32 @@ def describe_anomaly(anomaly: Mapping[str, Any]) -> str:
 class Symptom:
     label: str | None  # the bad verdict label, None when it was ok (or there was none)
     anomaly: dict[str, Any] | None  # the bad run's first anomaly
+    baseline: Baseline | None = field(default=None, compare=False, repr=False)  # what its drift was judged by
 
     @classmethod
-    def of(cls, verdict: Any, first_anomaly: Mapping[str, Any] | None) -> Symptom | None:
+    def of(cls, verdict: Any, first_anomaly: Mapping[str, Any] | None,
+           baseline: Baseline | None = None) -> Symptom | None:
         """The symptom of a run, or None when the run is healthy (nothing to look for)."""
         label = verdict_label(verdict)
         label = None if label == "ok" else label
         if label is None and first_anomaly is None:
             return None
-        return cls(label, None if first_anomaly is None else dict(first_anomaly))
+        return cls(label, None if first_anomaly is None else dict(first_anomaly), baseline)
+
+    @classmethod
+    def of_record(cls, record: Any) -> Symptom | None:
+        """The symptom of a recorded run (a RunRecord), with the baseline its drift was judged by when it had a
+        drift first anomaly and that baseline can still be read (recorded_baseline_key, run_baseline)."""
+        anomaly = record.first_anomaly
+        baseline = None
+        if anomaly is not None and anomaly.get("kind") == "drift":
+            baseline = run_baseline(record.path, recorded_baseline_key(record.events(kind="baseline")))
+        return cls.of(record.verdict, anomaly, baseline)
+
+    @property
+    def judges_drift(self) -> bool:
+        """A drift first anomaly and the baseline it was found by: drift is judged where no bypass causes it."""
+        return self.kind == "drift" and self.baseline is not None
 
     @property
     def kind(self) -> str | None:
@@ -99,12 +137,42 @@ class Symptom:
                 return True
         return False
 
+    def hidden_by(self, block: str) -> bool:
+        """Bypassing `block` leaves nothing to judge the symptom by (it is, or encloses, the first-drift module):
+        such a re-run answers "gone" whatever the culprit, so the search pins it (analysis.bisect_plan)."""
+        return self.judges_drift and inside(str((self.anomaly or {}).get("module")), block)
+
+    def drift_shown(self, rows: Iterable[StatRow], bypassed: Sequence[str] = (),
+                    channel_means: ChannelMeans | None = None) -> bool:
+        """The drift, where the bypassed blocks cannot have caused it (module docstring); rows in execution order."""
+        if self.anomaly is None or self.baseline is None:
+            return False
+        phase, step, module = self.phase, self.anomaly.get("step"), str(self.anomaly.get("module"))
+        rows = [row for row in rows if row.phase == phase]
+        if any(inside(module, block) for block in bypassed):
+            marks = [row.seq for row in rows if any(inside(row.module, block) for block in bypassed)]
+            judged = [row for row in rows if not marks or row.seq < min(marks)]
+        else:
+            judged = [row for row in rows if row.module == module and row.step == step]
+        means = channel_means or {}
+        return any(
+            self.baseline.drift(row, means.get((row.phase, row.module)) if row.step is None else None) is not None
+            for row in judged
+        )
+
     def shown_by(
-        self, verdict: Any, first_anomaly: Mapping[str, Any] | None, rows: Iterable[StatRow], status: str = "done"
+        self, verdict: Any, first_anomaly: Mapping[str, Any] | None, rows: Iterable[StatRow], status: str = "done",
+        *, bypassed: Sequence[str] = (), channel_means: ChannelMeans | None = None,
     ) -> bool | None:
-        """Whether a re-run shows this symptom (module docstring); None when it crashed or was cancelled."""
+        """Whether a re-run shows this symptom (module docstring); None when it crashed or was cancelled.
+
+        `bypassed`: the blocks the re-run bypassed; `channel_means`: its per-channel means of encode/decode
+        outputs ((phase, module) -> means), for a drift judged by the channels."""
         if status != "done":
             return None
-        if self.label is not None and verdict_label(verdict) == self.label:
+        label = verdict_label(verdict)
+        if self.label is not None and label == self.label and not (self.judges_drift and label in CONTEXT_LABELS):
             return True
+        if self.judges_drift:
+            return self.drift_shown(rows, bypassed, channel_means)
         return self.kind_shown(rows, first_anomaly)

@@ -2,19 +2,24 @@
 
 "Narrow the faulty section by switching components off and watching which tensor turns abnormal first",
 automated. The oracle is the bad run's own symptom, defined precisely in analysis.symptom: the bad verdict
-label, or an output of the first anomaly's kind from its phase on (at or after the bypassed point). A bypass
-that removes the symptom but leaves a different failure says "the culprit is among these blocks"; it is not
-a healthy run, and the trail says so (`symptom` and `healthy` apart). A re-run that crashes answers nothing
-(`symptom: null`) and is counted as "still failing": a crash is no evidence that the bypass removed the fault,
-and the single-block confirmation keeps a wrong turn from naming a culprit.
+label, or an output of the first anomaly's kind from its phase on (at or after the bypassed point); for a silent
+ghost (a drift against the bad run's baseline) the drift where no bypass can have caused it — at the first-drift
+module while it runs, else upstream of the first bypassed block — and not an off_prompt or color_cast label,
+which a bypass alone can cause. A bypass that removes the symptom but leaves a different failure says "the
+culprit is among these blocks"; it is not a healthy run, and the trail says so (`symptom` and `healthy` apart).
+A re-run that crashes answers nothing (`symptom: null`) and is counted as "still failing": a crash is no
+evidence that the bypass removed the fault, and the single-block confirmation keeps a wrong turn from naming a
+culprit.
 
 The search (analysis.bisect_plan): the candidates are the bypassable blocks that ran before the first anomaly
 in its phase (or enclose it); each re-run bypasses blocks covering half of the possible culprits, coarse to
 fine (components, blocks, sub-blocks), and keeps the half the answer points to. A single culprit among N
 candidates is isolated in ⌈log2 N⌉ re-runs and confirmed by a run that bypasses it alone (skipped when the
-trail already holds that run): at most ⌈log2 N⌉ + 1 re-runs, reported as `reruns` beside `budget`. When no
-bypass explains the failure — the first anomaly lies upstream of every bypassable block (an embedding, the
-initial noise), or bypassing the last suspect alone does not remove the symptom — `culprit` is null and
+trail already holds that run): at most ⌈log2 N⌉ + 1 re-runs, reported as `reruns` beside `budget`. A drift is
+not halved (analysis.bisect_plan says why): the suspect is the innermost bypassable block around the first-drift
+module, bypassed alone once, then checked by patching; with no bypassable block around it, `culprit` is null.
+When no bypass explains the failure — the first anomaly lies upstream of every bypassable block (an embedding,
+the initial noise), or bypassing the last suspect alone does not remove the symptom — `culprit` is null and
 `reason` names the first anomaly. A named culprit is then checked by activation patching when a reference
 exists (engine.patching); otherwise `patching` is null and `patching_note` says why.
 
@@ -28,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ghostviewer.analysis.bisect_plan import budget, candidates, choose_half, covered
+from ghostviewer.analysis.bisect_plan import budget, candidates, choose_half, covered, innermost
 from ghostviewer.analysis.bypass_spec import BypassSpec
 from ghostviewer.analysis.symptom import Symptom, describe_anomaly
 from ghostviewer.engine.blocks import discover_blocks
@@ -66,6 +71,15 @@ def _not_single_reason(suspect: str, symptom: Symptom) -> str:
     )
 
 
+def _drift_reason(symptom: Symptom) -> str:
+    module = (symptom.anomaly or {}).get("module")
+    return (
+        f"the first anomaly, {describe_anomaly(symptom.anomaly or {})}, is in {module}, which no bypassable block "
+        "encloses: a bypass upstream of it changes its input, which can hide a drift or cause one, so no bypass "
+        "can tell whether the fault is there"
+    )
+
+
 def _try(trials: Trials, settings: RunSettings, blocks: list[str], study: StudyWriter, total: int) -> dict[str, Any]:
     trial = replace(settings, bypass=(*settings.bypass, *blocks))
     entry = trials.run(trial, {"bypassed": blocks}, note="bypassed " + ", ".join(blocks),
@@ -82,6 +96,12 @@ def _search(
     if not suspects:
         return None, _upstream_reason(symptom)
     possible = list(suspects)
+    if symptom.judges_drift:  # not halved (analysis.bisect_plan): the block around the first drift, alone
+        around = [p for p in possible if symptom.hidden_by(p)]
+        if not around:
+            return None, _drift_reason(symptom)
+        possible = [innermost(around)]
+        trials.emit({"event": "narrowed", "trial": 0, "suspects": list(possible)})
     while len(possible) > 1:
         chosen = choose_half(possible)
         cover = covered(chosen, possible)
@@ -122,7 +142,7 @@ def bisect_run(
     record, settings = open_recorded(run_dir)
     if record.status != "done":
         raise GhostError(f"run {record.path.name} ended {record.status}: bisection needs a run that finished")
-    symptom = Symptom.of(record.verdict, record.first_anomaly)
+    symptom = Symptom.of_record(record)  # a drift comes with the baseline it was judged by
     if symptom is None:
         raise GhostError("nothing to bisect: the run is healthy")
     emit = on_progress or quiet

@@ -114,7 +114,7 @@ def patch_run(
     "reference_run_dir", "reference", "calls_patched"}. Both runs are recorded in a `bisect` study.
     """
     record, bad = open_recorded(bad_run_dir)
-    symptom = Symptom.of(record.verdict, record.first_anomaly)
+    symptom = Symptom.of_record(record)
     if symptom is None:
         raise GhostError("nothing to patch: the run is healthy")
     reference, description = resolve_reference(bad, reference_settings)

@@ -8,11 +8,13 @@ so a GUI can draw the trail live.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from ghostviewer.analysis.baseline import recorded_channel_means
+from ghostviewer.analysis.bypass_spec import BypassSpec, BypassSpecError
 from ghostviewer.analysis.symptom import Symptom, is_healthy, verdict_label
 from ghostviewer.engine.rerun import PipelineCache
 from ghostviewer.engine.runner import CancelToken, RunFailed, execute_run
@@ -63,18 +65,22 @@ class Trials:
                 self.emit({"event": "trial_step", "trial": index, "step": event["step"], "steps": event["steps"]})
 
         with (around or (lambda _loaded: nullcontext()))(loaded):
-            try:
-                result = execute_run(loaded, settings, self.study.runs_dir, self.cancel, forward)
+            try:  # judged by the bad run's baseline when it had one (the same key: only bypasses differ)
+                result = execute_run(loaded, settings, self.study.runs_dir, self.cancel, forward,
+                                     baseline=self.symptom.baseline or "auto")
             except RunFailed as exc:
                 result = {"run_dir": str(exc.run_dir), "status": "failed", "error": str(exc)}
         status = str(result.get("status") or "done")
         verdict, anomaly = result.get("verdict"), result.get("first_anomaly")
+        rows, means = _recorded(result["run_dir"], self.symptom.judges_drift)
+        shown = self.symptom.shown_by(verdict, anomaly, rows, status, bypassed=_bypassed(settings),
+                                      channel_means=means)
         entry = {
             **(describe or {}),
             "verdict": verdict_label(verdict) or status,
             "first_anomaly": anomaly,
             "run_dir": result["run_dir"],
-            "symptom": self.symptom.shown_by(verdict, anomaly, _rows(result["run_dir"]), status),
+            "symptom": shown,
             "healthy": status == "done" and is_healthy(verdict, anomaly),
         }
         if result.get("error"):
@@ -91,8 +97,23 @@ class Trials:
         return [entry for kind, entry in self.entries if kind == role]
 
 
-def _rows(run_dir: str) -> Iterator[Any]:
+def _bypassed(settings: RunSettings) -> list[str]:
+    """The blocks a run bypasses (at some step or all): drift at or after them is the bypass's own doing."""
+    found = []
+    for spec in settings.bypass:
+        try:
+            found.append(BypassSpec.parse(spec).module)
+        except BypassSpecError:
+            continue
+    return found
+
+
+def _recorded(run_dir: str, channels: bool) -> tuple[list[Any], dict[tuple[str, str], Any]]:
+    """A re-run's rows (execution order) and, when a drift is judged, its per-channel means of encode/decode
+    outputs keyed (phase, module); nothing when the record cannot be read."""
     try:
-        return iter(RunRecord(run_dir).stats())
+        record = RunRecord(run_dir)
+        rows = record.stats()
     except RecordError:
-        return iter(())
+        return [], {}
+    return rows, (recorded_channel_means(record) if channels else {})

@@ -206,8 +206,7 @@ class RunController(QObject):
 
     # -- inside the model -------------------------------------------------------------------------
     def _show_anomaly(self) -> None:
-        anomaly = self.timeline.record.first_anomaly if self.timeline.record is not None else None
-        self.blocks.set_anomaly(str((anomaly or {}).get("module") or ""))
+        self.blocks.show_run(self.timeline.record)  # its first anomaly and its drifting blocks
 
     def jump_to_first_anomaly(self) -> bool:
         """Select the shown run's first anomaly: its module (tree, heat map, feature maps) and its step."""

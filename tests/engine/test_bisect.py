@@ -24,7 +24,7 @@ from ghostviewer.engine.loading import load_pipeline
 from ghostviewer.engine.patching import patch_run
 from ghostviewer.engine.runner import execute_run
 from ghostviewer.engine.settings import RunSettings
-from ghostviewer.record import StatRow, StudyRecord
+from ghostviewer.record import RunRecord, StatRow, StudyRecord
 from tests.engine.test_runner import assert_no_leftovers
 
 STAR = "a yellow star on a black background"
@@ -220,3 +220,26 @@ def test_cli_bisect_json(demo_loaded, runs_dir: Path) -> None:
     assert {"culprit", "reruns", "trail", "study_dir"} <= set(result)
     assert set(result["trail"][0]) >= {"bypassed", "verdict", "first_anomaly", "run_dir", "symptom"}
     assert "trial 1:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bisection_names_the_drifting_block_of_a_silent_ghost(demo_loaded, runs_dir: Path) -> None:
+    """scaled-block at the demo's defaults (the shipped baseline's settings): a clean image, a drift only. A bypass
+    moves the stats downstream of it, so drift there is not the symptom; the block itself is named and patched."""
+    bad = _bad(demo_loaded, runs_dir, "a yellow circle on a blue background", "scaled-block", seed=21)
+    anomaly = bad["first_anomaly"]
+    assert anomaly["kind"] == "drift" and anomaly["module"] == "unet.down_blocks.1.resnets.0"
+    result = bisect_run(bad["run_dir"], pipeline=demo_loaded.pipe, runs_dir=runs_dir)
+    assert result["culprit"] == "unet.down_blocks.1.resnets.0", result["trail"]
+    _within_budget(result)
+    _confirmed(result)
+    assert result["patching"]["symptom"] is False and result["patching"]["healthy"] is True
+    # The oracle itself: drift at or after a bypassed block is the bypass's; M judged only where it ran untouched.
+    symptom = Symptom.of(bad["verdict"], anomaly)
+    assert symptom is not None and not symptom.judges_drift  # no baseline given: the old rule
+    record = RunRecord(bad["run_dir"])
+    judged = Symptom.of_record(record)  # with the baseline its run recorded (the demo's shipped one)
+    assert judged is not None and judged.judges_drift and judged.hidden_by("unet.down_blocks.1.resnets.0")
+    rows = record.stats()
+    assert judged.shown_by({"label": "ok"}, anomaly, rows) is True  # the bad run shows its own drift
+    assert judged.shown_by({"label": "off_prompt"}, None, rows, bypassed=["unet.down_blocks.1.resnets.0"]) is False
+    assert_no_leftovers(demo_loaded.pipe)

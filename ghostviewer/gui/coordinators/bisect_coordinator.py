@@ -98,7 +98,7 @@ class BisectCoordinator(QObject):
             return False
         try:
             record = RunRecord(run_dir)
-            symptom = Symptom.of(record.verdict, record.first_anomaly)
+            symptom = Symptom.of_record(record)
         except RecordError as exc:
             self.reporter.report(messages.NOT_A_RUN.format(path=run_dir, message=exc))
             return False

@@ -1,5 +1,6 @@
 """The pipeline's blocks and what the user ticked on them: bypass (with an optional step range), capture; the
-first anomaly of the shown run; and the module in focus (shared by the tree, the heat map and the feature maps)."""
+first anomaly of the shown run and the blocks whose outputs drift out of the baseline it was judged by; and the
+module in focus (shared by the tree, the heat map and the feature maps)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from ghostviewer.analysis.baseline import (
+    Drift,
+    drift_by_module,
+    recorded_baseline_key,
+    recorded_channel_means,
+    run_baseline,
+)
 from ghostviewer.analysis.bypass_spec import StepRange, format_steps, parse_steps
+from ghostviewer.record import RecordError
 
 
 @dataclass(frozen=True)
@@ -36,11 +45,35 @@ def parse_range(text: str) -> StepRange:
 format_range = format_steps
 
 
+def drift_marks(record: Any, modules: list[str] | None = None) -> dict[str, str]:
+    """{module: 'drift: std z=9.6 at step 0'} for a run's modules (`modules`: only these) whose outputs leave the
+    envelope of the baseline the run recorded it was judged by (read as JSON, analysis/baseline.py); the first
+    anomaly keeps the figure the run recorded. {} when the run used no baseline or it cannot be read now."""
+    if record is None:
+        return {}
+    marks: dict[str, str] = {}
+    try:
+        anomaly = record.first_anomaly or {}
+        baseline = run_baseline(record.path, recorded_baseline_key(record.events(kind="baseline")))
+        if baseline is not None:
+            rows = record.stats(module=modules) if modules else record.stats()
+            drifts = drift_by_module(rows, baseline, recorded_channel_means(record))
+            marks = {module: drift.describe() for module, drift in drifts.items()}
+    except RecordError:
+        return {}
+    if anomaly.get("kind") == "drift" and anomaly.get("module") and anomaly.get("z") is not None:
+        step = anomaly.get("step")
+        marks[str(anomaly["module"])] = Drift(float(anomaly["z"]), str(anomaly.get("stat") or "?"),
+                                              str(anomaly.get("phase")), None if step is None else int(step)).describe()
+    return marks
+
+
 class BlockModel(QObject):
     blocksChanged = Signal()
     bypassChanged = Signal()
     captureChanged = Signal()
     anomalyChanged = Signal(str)  # the module of the shown run's first anomaly ("" when none)
+    driftChanged = Signal()  # the shown run's drifting blocks
     moduleSelected = Signal(str)
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -50,6 +83,7 @@ class BlockModel(QObject):
         self.capture: set[str] = set()
         self.capture_attention = False  # cross-attention maps per token and self-attention entropy
         self.anomaly = ""
+        self.drift: dict[str, str] = {}  # block -> 'drift: std z=9.6 at step 0', for the shown run
         self.selected = ""
 
     def set_blocks(self, blocks: list[dict[str, Any]]) -> None:
@@ -103,6 +137,18 @@ class BlockModel(QObject):
         if module != self.anomaly:
             self.anomaly = module
             self.anomalyChanged.emit(module)
+
+    def set_drift(self, marks: dict[str, str]) -> None:
+        """The shown run's drifting modules and the line that says how (drift_marks)."""
+        if marks != self.drift:
+            self.drift = dict(marks)
+            self.driftChanged.emit()
+
+    def show_run(self, record: Any) -> None:
+        """The shown run (a RunRecord, None: none): its first anomaly and its drifting blocks."""
+        anomaly = (record.first_anomaly if record is not None else None) or {}
+        self.set_anomaly(str(anomaly.get("module") or ""))
+        self.set_drift(drift_marks(record, [b.module for b in self.blocks] or None))
 
     def select(self, module: str) -> None:
         if module != self.selected:

@@ -1,5 +1,6 @@
 """The block tree: component → blocks nested by path; tick a block to bypass it (Steps: a range, double-click to
-edit), tick Capture to keep its feature maps; the first anomaly is marked; right-click ▸ Isolate this module….
+edit), tick Capture to keep its feature maps; the first anomaly is marked, and so are the blocks whose outputs
+drift out of the shown run's baseline (the tooltip says how far, where); right-click ▸ Isolate this module….
 Bound to BlockModel."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ghostviewer.gui.models.block_model import BlockModel, format_range, not_byp
 
 NAME, KIND, CAPTURE, STEPS = range(4)
 ANOMALY_MARK = "⚠ "
+DRIFT_MARK = "≈ "
+ANOMALY_BACKGROUND, DRIFT_BACKGROUND = "#5c1f1f", "#4d3d14"
 ROLE = Qt.ItemDataRole.UserRole
 ON, OFF = Qt.CheckState.Checked, Qt.CheckState.Unchecked
 
@@ -47,6 +50,7 @@ class BlockTree(QWidget):
         for column, width in ((NAME, 210), (CAPTURE, 60), (STEPS, 50), (KIND, 130)):
             self.tree.setColumnWidth(column, width)
         self.items: dict[str, QTreeWidgetItem] = {}
+        self._tips: dict[str, str] = {}  # the Block column's tooltip before any drift line
         top = QHBoxLayout()
         top.addWidget(self.filter, 1)
         top.addWidget(self.attention)
@@ -68,6 +72,7 @@ class BlockTree(QWidget):
         model.bypassChanged.connect(self._sync_ticks)
         model.captureChanged.connect(self._sync_ticks)
         model.anomalyChanged.connect(lambda _m: self._sync_ticks())
+        model.driftChanged.connect(self._sync_ticks)
         model.moduleSelected.connect(self._on_selected)
         self._rebuild()
 
@@ -89,7 +94,7 @@ class BlockTree(QWidget):
     def _rebuild(self) -> None:
         self.tree.blockSignals(True)
         self.tree.clear()
-        self.items = {}
+        self.items, self._tips = {}, {}
         for block in self.model.blocks:
             parent = self._parent_for(block.module)
             prefix = parent.data(NAME, ROLE) or parent.text(NAME)
@@ -100,11 +105,11 @@ class BlockTree(QWidget):
             item.setCheckState(CAPTURE, OFF)
             if block.bypassable:
                 item.setCheckState(NAME, OFF)
-                item.setToolTip(NAME, f"{block.module}\nTick to bypass (identity) on the next run")
+                self._tips[block.module] = "Tick to bypass (identity) on the next run"
                 item.setToolTip(STEPS, "Double-click: bypass only these steps, START:END (e.g. 0:10)")
             else:
                 item.setForeground(NAME, QBrush(QColor("#888")))
-                item.setToolTip(NAME, f"{block.module}\n{not_bypassable_reason(block)}")
+                self._tips[block.module] = not_bypassable_reason(block)
             item.setToolTip(CAPTURE, "Keep this block's output as feature maps on the next run")
             self.items[block.module] = item
         self.tree.expandToDepth(0)
@@ -123,10 +128,13 @@ class BlockTree(QWidget):
                 item.setCheckState(NAME, ON if module in m.bypass else OFF)
                 item.setText(STEPS, format_range(m.bypass[module]) if module in m.bypass else "")
             item.setCheckState(CAPTURE, ON if module in m.capture else OFF)
-            prefix = item.text(NAME).removeprefix(ANOMALY_MARK)
-            marked = module == m.anomaly
-            item.setText(NAME, ANOMALY_MARK + prefix if marked else prefix)
-            item.setBackground(NAME, QBrush(QColor("#5c1f1f")) if marked else QBrush())
+            label = item.text(NAME).removeprefix(ANOMALY_MARK).removeprefix(DRIFT_MARK)
+            drift = m.drift.get(module, "")
+            mark, background = ((ANOMALY_MARK, ANOMALY_BACKGROUND) if module == m.anomaly else
+                                (DRIFT_MARK, DRIFT_BACKGROUND) if drift else ("", ""))
+            item.setText(NAME, mark + label)
+            item.setBackground(NAME, QBrush(QColor(background)) if background else QBrush())
+            item.setToolTip(NAME, "\n".join(line for line in (module, drift, self._tips.get(module, "")) if line))
         self.tree.blockSignals(False)
         self.attention.setChecked(m.capture_attention)
         anomaly = self.items.get(m.anomaly)
