@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from .errors import RecordError
 from .reader import RunRecord
 from .study_reader import StudyRecord
+
+_R = TypeVar("_R", RunRecord, StudyRecord)
 
 
 def _created(record: RunRecord | StudyRecord) -> float:
@@ -17,40 +21,31 @@ def _created(record: RunRecord | StudyRecord) -> float:
         return record.path.stat().st_mtime
 
 
-def list_runs(runs_dir: Path) -> list[RunRecord]:
-    """The runs in runs_dir, newest first; folders that are not (readable) runs are skipped."""
+def _newest_first(runs_dir: Path, open_record: Callable[[Path], _R], record_id: Callable[[_R], str]) -> list[_R]:
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         return []
-    keyed: list[tuple[float, str, RunRecord]] = []
+    keyed: list[tuple[float, str, _R]] = []
     for child in runs_dir.iterdir():
         if not child.is_dir():
             continue
         try:
-            record = RunRecord(child)
-            keyed.append((_created(record), record.run_id, record))
+            record = open_record(child)
+            keyed.append((_created(record), record_id(record), record))
         except (RecordError, OSError):
             continue
     keyed.sort(key=lambda item: (item[0], item[1]), reverse=True)
     return [record for _, _, record in keyed]
+
+
+def list_runs(runs_dir: Path) -> list[RunRecord]:
+    """The runs in runs_dir, newest first; folders that are not (readable) runs are skipped."""
+    return _newest_first(runs_dir, RunRecord, lambda record: record.run_id)
 
 
 def list_studies(runs_dir: Path) -> list[StudyRecord]:
     """The studies in runs_dir, newest first; folders that are not (readable) studies are skipped."""
-    runs_dir = Path(runs_dir)
-    if not runs_dir.is_dir():
-        return []
-    keyed: list[tuple[float, str, StudyRecord]] = []
-    for child in runs_dir.iterdir():
-        if not child.is_dir():
-            continue
-        try:
-            record = StudyRecord(child)
-            keyed.append((_created(record), record.study_id, record))
-        except (RecordError, OSError):
-            continue
-    keyed.sort(key=lambda item: (item[0], item[1]), reverse=True)
-    return [record for _, _, record in keyed]
+    return _newest_first(runs_dir, StudyRecord, lambda record: record.study_id)
 
 
 def list_entries(runs_dir: Path) -> list[RunRecord | StudyRecord]:

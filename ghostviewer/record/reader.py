@@ -14,7 +14,7 @@ from safetensors.numpy import load_file
 
 from . import schema
 from .errors import RecordError
-from .lock import live_status
+from .sqlite_store import StoreRecord
 from .types import Event, StatRow, StepInfo
 
 SERIES_STATS = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "fp16_headroom")
@@ -49,86 +49,20 @@ def _stat_row(row: Sequence[Any]) -> StatRow:
     )
 
 
-class RunRecord:
+class RunRecord(StoreRecord):
     """A run folder opened read-only. Each query sees the latest committed state of the run."""
 
+    FORMAT = schema.RUN_FORMAT
+
     def __init__(self, path: str | Path) -> None:
-        path = Path(path)
-        if path.name == schema.DB_NAME and path.is_file():
-            path = path.parent
-        if not path.is_dir():
-            raise RecordError(f"not a folder: {path}")
-        db = path / schema.DB_NAME
-        if not db.is_file():
-            raise RecordError(f"not a GhostViewer run (no {schema.DB_NAME}): {path}")
-        self.path = path
-        self._db = db.resolve()
-        self._immutable = False
-        try:
-            tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except RecordError as exc:
-            if not isinstance(exc.__cause__, sqlite3.OperationalError):
-                raise
-            # A WAL database on read-only media without its -shm file: read it as immutable.
-            self._immutable = True
-            tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "meta" not in tables:
-            raise RecordError(f"not a GhostViewer run (no meta table in {schema.DB_NAME}): {path}")
-        meta = self._meta()
-        version = meta.get("schema_version")
-        if not isinstance(version, int) or isinstance(version, bool) or "run_id" not in meta:
-            raise RecordError(f"not a GhostViewer run (no schema version): {path}")
-        schema.check_version(version)  # before the table check: a newer schema may differ
-        if not {"steps", "stats", "events", "files"} <= tables:
-            raise RecordError(f"not a GhostViewer run (missing tables in {schema.DB_NAME}): {path}")
+        tables, meta = self._open(path)
         self._fts = schema.FTS_TABLE in tables
         # Runs of schema 1 have no fingerprint column: read it as NULL (they compare by stats alone).
         has_fp = "fp" in {r[1] for r in self._query("PRAGMA table_info(stats)")}
         self._stat_columns = _STAT_COLUMNS + (", fp" if has_fp else ", NULL AS fp")
-        self.schema_version: int = version
         self.run_id: str = str(meta["run_id"])
 
     # -- low level ----------------------------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
-        uri = self._db.as_uri() + ("?immutable=1" if self._immutable else "?mode=ro")
-        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
-        conn.execute("PRAGMA query_only=ON")
-        return conn
-
-    def _query(self, sql: str, params: Sequence[Any] = (), *, fts: bool = False) -> list[tuple[Any, ...]]:
-        try:
-            conn = self._connect()
-        except sqlite3.Error as exc:
-            raise RecordError(f"cannot open run database {self._db}: {exc}") from exc
-        try:
-            return conn.execute(sql, params).fetchall()
-        except sqlite3.OperationalError as exc:
-            if fts:
-                raise  # the caller falls back to LIKE
-            raise RecordError(f"cannot read run database {self._db}: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise RecordError(f"corrupt run database {self._db}: {exc}") from exc
-        finally:
-            conn.close()
-
-    def _meta(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in self._query("SELECT key, value FROM meta"):
-            try:
-                out[key] = schema.loads(value)
-            except ValueError:
-                out[key] = value
-        return out
-
-    def _meta_value(self, key: str) -> Any:
-        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
-        if not rows:
-            return None
-        try:
-            return schema.loads(rows[0][0])
-        except ValueError:
-            return rows[0][0]
-
     def _file(self, relpath: str) -> Path:
         target = (self.path / relpath).resolve()
         if not target.is_relative_to(self.path.resolve()):
@@ -139,7 +73,7 @@ class RunRecord:
     @property
     def status(self) -> str:
         """'running' (being written), 'done', 'failed', 'cancelled' or 'interrupted' (its writer died)."""
-        return live_status(self.path, self._meta_value("status"), lambda: self._meta_value("status"))
+        return self._status(self._meta_value("status"))
 
     @property
     def complete(self) -> bool:
@@ -169,10 +103,6 @@ class RunRecord:
     @property
     def elapsed_s(self) -> float | None:
         return self._meta_value("elapsed_s")
-
-    @property
-    def error(self) -> str | None:
-        return self._meta_value("error")
 
     # -- steps and stats ----------------------------------------------------------------------------
     def steps(self) -> list[StepInfo]:
@@ -303,7 +233,7 @@ class RunRecord:
             )
             sql += "".join(f" AND {w}" for w in where)
             try:
-                rows = self._query(sql + " ORDER BY t, id", [search, *params], fts=True)
+                rows = self._query(sql + " ORDER BY t, id", [search, *params], raw_operational=True)
             except sqlite3.OperationalError:
                 rows = None  # malformed FTS query, or no FTS5 in this SQLite
         if rows is None:
@@ -331,7 +261,7 @@ class RunRecord:
             "image": None if image is None else str(image),
             "elapsed_s": meta.get("elapsed_s"),
             "run_id": self.run_id,
-            "status": live_status(self.path, meta.get("status"), lambda: self._meta_value("status")),
+            "status": self._status(meta.get("status")),
         }
 
     def __repr__(self) -> str:

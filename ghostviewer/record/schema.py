@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import math
 import sqlite3
-from pathlib import PurePath
-from typing import Any
 
-from .errors import RecordError
+from .sqlite_store import StoreFormat
+from .sqlite_store import dumps as dumps  # the JSON form of meta values, shared with study.sqlite
+from .sqlite_store import jsonable as jsonable
+from .sqlite_store import loads as loads
 
 SCHEMA_VERSION = 2  # 2: stats.fp, the bit-pattern fingerprint of each output
 DB_NAME = "run.sqlite"
@@ -57,65 +56,25 @@ def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
-def check_version(version: int) -> None:
-    """Refuse runs written by a newer GhostViewer."""
-    if version > SCHEMA_VERSION:
-        raise RecordError(f"run was written by a newer GhostViewer (schema {version})")
-
-
-def read_version(conn: sqlite3.Connection) -> int | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is None:
-        return None
-    try:
-        version = json.loads(row[0])
-    except (TypeError, ValueError):
-        version = None
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise RecordError(f"not a GhostViewer run (bad schema_version {row[0]!r})")
-    return version
-
-
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring an open, writable run database up to SCHEMA_VERSION in place; returns the old version.
-
-    A database without a version is treated as fresh and stamped with SCHEMA_VERSION.
-    A newer version is refused with RecordError.
-    """
-    version = read_version(conn)
-    if version is not None:
-        check_version(version)
-    # Upgrades, each in place: a version-1 run gains the fingerprint column (NULL: compared by stats alone).
-    if version is not None and version < 2 and "fp" not in table_columns(conn, "stats"):
+def _upgrade(conn: sqlite3.Connection, version: int) -> None:
+    # Each in place: a version-1 run gains the fingerprint column (NULL: compared by stats alone).
+    if version < 2 and "fp" not in table_columns(conn, "stats"):
         conn.execute("ALTER TABLE stats ADD COLUMN fp INTEGER")
-    if version != SCHEMA_VERSION:
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (dumps(SCHEMA_VERSION),)
-        )
-    return SCHEMA_VERSION if version is None else version
 
 
-def jsonable(obj: Any) -> Any:
-    """A copy of obj that json can encode strictly: non-finite floats become None, numpy -> Python."""
-    if obj is None or isinstance(obj, (bool, int, str)):
-        return obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, PurePath):
-        return str(obj)
-    tolist = getattr(obj, "tolist", None)  # numpy scalars and arrays
-    if callable(tolist):
-        return jsonable(tolist())
-    return str(obj)
+RUN_FORMAT = StoreFormat(
+    noun="run",
+    db_name=DB_NAME,
+    id_key="run_id",
+    version=SCHEMA_VERSION,
+    create_tables=create_tables,
+    required_tables=frozenset({"meta", "steps", "stats", "events", "files"}),
+    upgrade=_upgrade,
+)
 
 
-def dumps(obj: Any) -> str:
-    return json.dumps(jsonable(obj), allow_nan=False, ensure_ascii=False)
-
-
-def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+# Refuse runs written by a newer GhostViewer; read the stored version; bring an open, writable run database up to
+# SCHEMA_VERSION in place (a database without a version is fresh and stamped, a newer one refused with RecordError).
+check_version = RUN_FORMAT.check_version
+read_version = RUN_FORMAT.read_version
+migrate = RUN_FORMAT.migrate

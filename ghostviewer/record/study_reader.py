@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import schema
 from . import study_schema as sschema
 from .errors import RecordError
-from .lock import live_status
+from .sqlite_store import StoreRecord
+from .sqlite_store import loads_or_text as _loads
 from .types import Event
 
 
@@ -29,80 +27,18 @@ class StudyRun:
     note: str = field(default="")
 
 
-def _loads(text: str | None) -> Any:
-    try:
-        return schema.loads(text)
-    except ValueError:
-        return text
-
-
-class StudyRecord:
+class StudyRecord(StoreRecord):
     """A study folder opened read-only. Each query sees the latest committed state of the study."""
 
+    FORMAT = sschema.STUDY_FORMAT
+
     def __init__(self, path: str | Path) -> None:
-        path = Path(path)
-        if path.name == sschema.STUDY_DB_NAME and path.is_file():
-            path = path.parent
-        if not path.is_dir():
-            raise RecordError(f"not a folder: {path}")
-        db = path / sschema.STUDY_DB_NAME
-        if not db.is_file():
-            raise RecordError(f"not a GhostViewer study (no {sschema.STUDY_DB_NAME}): {path}")
-        self.path = path
-        self._db = db.resolve()
-        self._immutable = False
-        try:
-            tables = self._tables()
-        except RecordError as exc:
-            if not isinstance(exc.__cause__, sqlite3.OperationalError):
-                raise
-            self._immutable = True  # a WAL database on read-only media without its -shm file
-            tables = self._tables()
-        if "meta" not in tables:
-            raise RecordError(f"not a GhostViewer study (no meta table in {sschema.STUDY_DB_NAME}): {path}")
-        meta = self._meta()
-        version = meta.get("schema_version")
-        if not isinstance(version, int) or isinstance(version, bool) or "study_id" not in meta:
-            raise RecordError(f"not a GhostViewer study (no schema version): {path}")
-        sschema.check_version(version)  # before the table check: a newer schema may differ
-        if not sschema.REQUIRED_TABLES <= tables:
-            raise RecordError(f"not a GhostViewer study (missing tables in {sschema.STUDY_DB_NAME}): {path}")
-        self.schema_version: int = version
+        _, meta = self._open(path)
         self.study_id: str = str(meta["study_id"])
         self.kind: str = str(meta.get("kind") or "")
         self.created_at: str | None = meta.get("created_at")
 
     # -- low level -------------------------------------------------------------------------------------
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        uri = self._db.as_uri() + ("?immutable=1" if self._immutable else "?mode=ro")
-        try:
-            conn = sqlite3.connect(uri, uri=True, timeout=5.0)
-        except sqlite3.Error as exc:
-            raise RecordError(f"cannot open study database {self._db}: {exc}") from exc
-        try:
-            conn.execute("PRAGMA query_only=ON")
-            return conn.execute(sql, params).fetchall()
-        except sqlite3.OperationalError as exc:
-            raise RecordError(f"cannot read study database {self._db}: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise RecordError(f"corrupt study database {self._db}: {exc}") from exc
-        finally:
-            conn.close()
-
-    def _tables(self) -> set[str]:
-        return {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-    def _meta(self) -> dict[str, Any]:
-        return {key: _loads(value) for key, value in self._query("SELECT key, value FROM meta")}
-
-    def _meta_value(self, key: str) -> Any:
-        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
-        return _loads(rows[0][0]) if rows else None
-
-    def _status(self, stored: Any) -> str:
-        # The one place a study's status is decided: 'running' whose writer is gone reads 'interrupted'.
-        return live_status(self.path, stored, lambda: self._meta_value("status"))
-
     def _run_dir(self, stored: str) -> Path:
         target = Path(stored)
         if target.is_absolute():
@@ -135,10 +71,6 @@ class StudyRecord:
     @property
     def result(self) -> dict[str, Any] | None:
         return self._meta_value("result")
-
-    @property
-    def error(self) -> str | None:
-        return self._meta_value("error")
 
     @property
     def runs_dir(self) -> Path:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import schema
-from .errors import RecordError
+from .sqlite_store import StoreFormat
 
 STUDY_SCHEMA_VERSION = 1
 STUDY_DB_NAME = "study.sqlite"
@@ -36,40 +36,22 @@ def create_tables(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-def check_version(version: int) -> None:
-    """Refuse studies written by a newer GhostViewer."""
-    if version > STUDY_SCHEMA_VERSION:
-        raise RecordError(f"study was written by a newer GhostViewer (schema {version})")
+# Future upgrades: an `upgrade(conn, old_version)` function (each step in place, same transaction) passed here.
+STUDY_FORMAT = StoreFormat(
+    noun="study",
+    db_name=STUDY_DB_NAME,
+    id_key="study_id",
+    version=STUDY_SCHEMA_VERSION,
+    create_tables=create_tables,
+    required_tables=REQUIRED_TABLES,
+)
 
 
-def read_version(conn: sqlite3.Connection) -> int | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is None:
-        return None
-    try:
-        version = json.loads(row[0])
-    except (TypeError, ValueError):
-        version = None
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise RecordError(f"not a GhostViewer study (bad schema_version {row[0]!r})")
-    return version
-
-
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring an open, writable study database up to STUDY_SCHEMA_VERSION in place; returns the old version.
-
-    A database without a version is treated as fresh and stamped; a newer version is refused with RecordError.
-    """
-    version = read_version(conn)
-    if version is not None:
-        check_version(version)
-    # Future upgrades go here: `if version < 2: ...` (each step in place, same transaction).
-    if version != STUDY_SCHEMA_VERSION:
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-            (schema.dumps(STUDY_SCHEMA_VERSION),),
-        )
-    return STUDY_SCHEMA_VERSION if version is None else version
+# Refuse studies written by a newer GhostViewer; read the stored version; bring an open, writable study database up
+# to STUDY_SCHEMA_VERSION in place (a database without a version is fresh and stamped, a newer one refused).
+check_version = STUDY_FORMAT.check_version
+read_version = STUDY_FORMAT.read_version
+migrate = STUDY_FORMAT.migrate
 
 
 def canonical_key(key: Mapping[str, Any]) -> str:

@@ -5,30 +5,18 @@ Every call commits at once: a study lasts minutes to hours, and a crash must los
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 import time
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from . import schema
 from . import study_schema as sschema
 from .errors import RecordError
 from .lock import WriterLock
+from .sqlite_store import StoreWriter, connect
 from .study_reader import StudyRecord
-from .writer import _check_name
-
-_FINISHED = ("done", "failed", "cancelled")
-
-
-def _connect(db: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(db, timeout=5.0)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    return conn
 
 
 def _label(verdict: Any) -> str | None:
@@ -39,14 +27,14 @@ def _label(verdict: Any) -> str | None:
     return None if verdict is None else str(verdict)
 
 
-class StudyWriter:
+class StudyWriter(StoreWriter):
     """Writes `runs_dir/<study_id>/`: study.sqlite (WAL) and runs/, the folder for the study's own child runs."""
 
+    FORMAT = sschema.STUDY_FORMAT
+
     def __init__(self, path: Path, conn: sqlite3.Connection, study_id: str, lock: WriterLock | None = None) -> None:
-        self.path = path
+        super().__init__(path, conn, study_id, lock)
         self.study_id = study_id
-        self._conn: sqlite3.Connection | None = conn
-        self._lock = lock  # held while this writer lives: readers tell 'running' from 'interrupted' by it
 
     @property
     def runs_dir(self) -> Path:
@@ -65,54 +53,16 @@ class StudyWriter:
     ) -> StudyWriter:
         if kind not in sschema.KINDS:
             raise ValueError(f"study kind must be one of {sschema.KINDS}, not {kind!r}")
-        runs_dir = Path(runs_dir)
-        try:
-            runs_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RecordError(f"cannot create runs folder {runs_dir}: {exc.strerror or exc}") from exc
-        path = cls._make_folder(runs_dir, kind, study_id)
-        lock = WriterLock.acquire(path, "study")
-        try:
-            conn = _connect(path / sschema.STUDY_DB_NAME)
-            sschema.create_tables(conn)
-            sschema.migrate(conn)
-            meta = {
-                "study_id": path.name,
-                "kind": kind,
-                "created_at": datetime.now().astimezone().isoformat(timespec="milliseconds"),
-                "status": "running",
-                "params": params,
-                "progress": {"done": 0, "total": None if total is None else int(total)},
-                "result": None,
-                "error": None,
-            }
-            conn.executemany(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                [(k, schema.dumps(v)) for k, v in meta.items()],
-            )
-            conn.commit()
-        except sqlite3.Error as exc:
-            raise RecordError(f"cannot create study database in {path}: {exc}") from exc
+        meta = {
+            "kind": kind,
+            "params": params,
+            "progress": {"done": 0, "total": None if total is None else int(total)},
+            "result": None,
+            "error": None,
+        }
+        path, conn, lock = cls._create_store(runs_dir, study_id, f"{kind}-", meta)
         (path / sschema.RUNS_FOLDER).mkdir(exist_ok=True)
         return cls(path, conn, path.name, lock)
-
-    @staticmethod
-    def _make_folder(runs_dir: Path, kind: str, study_id: str | None) -> Path:
-        if study_id is not None:
-            _check_name(study_id)
-            try:
-                (runs_dir / study_id).mkdir()
-            except FileExistsError as exc:
-                raise RecordError(f"study folder already exists: {runs_dir / study_id}") from exc
-            return runs_dir / study_id
-        for _ in range(100):
-            candidate = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-            try:
-                (runs_dir / candidate).mkdir()
-            except FileExistsError:
-                continue
-            return runs_dir / candidate
-        raise RecordError(f"cannot find a free study id in {runs_dir}")
 
     @classmethod
     def resume(cls, path: str | Path, force: bool = False) -> StudyWriter:
@@ -128,9 +78,8 @@ class StudyWriter:
             lock.release()
             raise RecordError(f"study {record.study_id} is already done (resume with force to add to it)")
         try:
-            conn = _connect(record.path / sschema.STUDY_DB_NAME)
-            sschema.create_tables(conn)
-            sschema.migrate(conn)
+            conn = connect(record.path / sschema.STUDY_DB_NAME)
+            sschema.STUDY_FORMAT.prepare(conn)
             conn.commit()
             writer = cls(record.path, conn, record.study_id, lock)
             writer._set_meta(status="running", error=None)
@@ -141,21 +90,8 @@ class StudyWriter:
         return writer
 
     # -- writes (each committed at once) ------------------------------------------------------------------
-    @property
-    def conn(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise RecordError(f"study {self.study_id} is finished; nothing more can be written")
-        return self._conn
-
-    @property
-    def finished(self) -> bool:
-        return self._conn is None
-
     def _set_meta(self, **values: Any) -> None:
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            [(k, schema.dumps(v)) for k, v in values.items()],
-        )
+        super()._set_meta(**values)
         self.conn.commit()
 
     def _stored_dir(self, run_dir: str | Path) -> str:
@@ -226,50 +162,19 @@ class StudyWriter:
 
     def finish(self, status: str, result: dict[str, Any] | None = None, error: str | None = None) -> None:
         """Set the final status (and result), commit, and close; the database is left as one file if it can."""
-        if status not in _FINISHED:
-            raise ValueError(f"status must be one of {_FINISHED}, not {status!r}")
+        self._check_final(status)
         values: dict[str, Any] = {"status": status, "error": error}
         if result is not None:
             values["result"] = result
         self._set_meta(**values)
-        conn = self.conn
-        try:
-            conn.execute("PRAGMA journal_mode=DELETE")
-        except sqlite3.OperationalError:
-            pass  # a reader holds the database; it stays in WAL mode, which readers handle too
-        conn.close()
-        self._conn = None
-        if self._lock is not None:
-            self._lock.release()
+        self._close()  # folds the WAL back in, then lets the lock go
 
     def close(self) -> None:
         """Close without finishing (the study reads 'interrupted' and can be resumed)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if self._lock is not None:
-            self._lock.release()
+        self._close(fold=False)
 
-    # -- context manager ---------------------------------------------------------------------------------
-    def __enter__(self) -> StudyWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self.finished:
-            return
-        try:
-            if exc is None:
-                self.finish("done")
-            elif isinstance(exc, KeyboardInterrupt):
-                self.finish("cancelled", error="interrupted")
-            else:
-                self.finish("failed", error=f"{type(exc).__name__}: {exc}")
-        except (sqlite3.Error, RecordError):
-            if exc is None:
-                raise
-            # never mask the original exception; the study then reads as 'running'
+    def _finish_as(self, status: str, error: str | None) -> None:  # leaving a `with` block
+        self.finish(status, error=error)
 
     def __repr__(self) -> str:
         return f"StudyWriter({str(self.path)!r})"

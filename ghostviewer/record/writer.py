@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import secrets
 import sqlite3
 import time
 from collections.abc import Iterable
-from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -21,16 +17,9 @@ from safetensors.numpy import save_file
 from . import schema
 from .errors import RecordError
 from .lock import WriterLock
+from .sqlite_store import StoreWriter
+from .sqlite_store import check_name as _check_name
 from .types import StatRow, StepInfo
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_FINISHED = ("done", "failed", "cancelled")
-
-
-def _check_name(name: str) -> str:
-    if not _NAME.match(name) or ".." in name:
-        raise ValueError(f"bad file name {name!r}: use letters, digits, '_', '-', '.'")
-    return name
 
 
 def _step_name(index: int) -> str:
@@ -56,14 +45,14 @@ def to_uint8_image(image: np.ndarray) -> np.ndarray:
     raise ValueError(f"unsupported image dtype {arr.dtype}")
 
 
-class RunWriter:
+class RunWriter(StoreWriter):
     """Writes `runs_dir/<run_id>/`: run.sqlite (WAL), tensors/*.safetensors, images/*.png."""
 
+    FORMAT = schema.RUN_FORMAT
+
     def __init__(self, path: Path, conn: sqlite3.Connection, run_id: str, lock: WriterLock | None = None) -> None:
-        self.path = path
+        super().__init__(path, conn, run_id, lock)
         self.run_id = run_id
-        self._conn: sqlite3.Connection | None = conn
-        self._lock = lock  # held while this writer lives: readers tell 'running' from 'interrupted' by it
         self._t0 = time.monotonic()
         self._fts = (
             conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (schema.FTS_TABLE,)).fetchone()
@@ -75,70 +64,20 @@ class RunWriter:
     def create(
         cls, runs_dir: Path, settings: dict[str, Any], environment: dict[str, Any], run_id: str | None = None
     ) -> RunWriter:
-        runs_dir = Path(runs_dir)
-        try:
-            runs_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RecordError(f"cannot create runs folder {runs_dir}: {exc.strerror or exc}") from exc
-        path = cls._make_folder(runs_dir, run_id)
-        lock = WriterLock.acquire(path, "run")  # before the database: no reader ever sees a run without it
-        try:
-            conn = sqlite3.connect(path / schema.DB_NAME, timeout=5.0)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            schema.create_tables(conn)
-            schema.migrate(conn)
-            meta = {
-                "run_id": path.name,
-                "created_at": datetime.now().astimezone().isoformat(timespec="milliseconds"),
-                "status": "running",
-                "settings": settings,
-                "environment": environment,
-                "verdict": None,
-                "first_anomaly": None,
-                "elapsed_s": None,
-                "error": None,
-            }
-            conn.executemany(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                [(k, schema.dumps(v)) for k, v in meta.items()],
-            )
-            conn.commit()
-        except sqlite3.Error as exc:
-            raise RecordError(f"cannot create run database in {path}: {exc}") from exc
+        meta = {
+            "settings": settings,
+            "environment": environment,
+            "verdict": None,
+            "first_anomaly": None,
+            "elapsed_s": None,
+            "error": None,
+        }
+        path, conn, lock = cls._create_store(runs_dir, run_id, "", meta)
         (path / "tensors").mkdir(exist_ok=True)
         (path / "images").mkdir(exist_ok=True)
         return cls(path, conn, path.name, lock)
 
-    @staticmethod
-    def _make_folder(runs_dir: Path, run_id: str | None) -> Path:
-        if run_id is not None:
-            _check_name(run_id)
-            try:
-                (runs_dir / run_id).mkdir()
-            except FileExistsError as exc:
-                raise RecordError(f"run folder already exists: {runs_dir / run_id}") from exc
-            return runs_dir / run_id
-        for _ in range(100):
-            candidate = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-            try:
-                (runs_dir / candidate).mkdir()
-            except FileExistsError:
-                continue
-            return runs_dir / candidate
-        raise RecordError(f"cannot find a free run id in {runs_dir}")
-
     # -- buffered writes ----------------------------------------------------------------------------
-    @property
-    def conn(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise RecordError(f"run {self.run_id} is finished; nothing more can be written")
-        return self._conn
-
-    @property
-    def finished(self) -> bool:
-        return self._conn is None
-
     def event(self, kind: str, message: str, level: str = "info", **data: Any) -> None:
         """Log an event (buffered until the next step/commit)."""
         cur = self.conn.execute(
@@ -246,12 +185,6 @@ class RunWriter:
         """Commit what was buffered (stats/events of the encode and decode phases)."""
         self.conn.commit()
 
-    def _set_meta(self, **values: Any) -> None:
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            [(k, schema.dumps(v)) for k, v in values.items()],
-        )
-
     def set_verdict(self, verdict: dict[str, Any], first_anomaly: dict[str, Any] | None) -> None:
         """Record the verdict and first anomaly (committed at once)."""
         self._set_meta(verdict=verdict, first_anomaly=first_anomaly)
@@ -259,41 +192,17 @@ class RunWriter:
 
     def finish(self, status: str, elapsed_s: float, error: str | None = None) -> None:
         """Set the final status, commit, and close. The database is left as a single file when possible."""
-        if status not in _FINISHED:
-            raise ValueError(f"status must be one of {_FINISHED}, not {status!r}")
+        self._check_final(status)
         conn = self.conn
         self._set_meta(status=status, elapsed_s=float(elapsed_s), error=error)
         conn.commit()
-        try:  # fold the WAL back in, so a finished run is one file (friendly to bundles and read-only media)
-            conn.execute("PRAGMA journal_mode=DELETE")
-        except sqlite3.OperationalError:
-            pass  # a reader holds the database; it stays in WAL mode, which readers handle too
-        conn.close()
-        self._conn = None
-        if self._lock is not None:
-            self._lock.release()  # after the final status is committed: a reader never sees a gap
+        self._close()  # folds the WAL back in, then lets the lock go
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0
 
-    # -- context manager ----------------------------------------------------------------------------
-    def __enter__(self) -> RunWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self.finished:
-            return
-        if exc is None:
-            self.finish("done", self.elapsed())
-        elif isinstance(exc, KeyboardInterrupt):
-            self.finish("cancelled", self.elapsed(), error="interrupted")
-        else:
-            try:
-                self.finish("failed", self.elapsed(), error=f"{type(exc).__name__}: {exc}")
-            except (sqlite3.Error, RecordError):
-                pass  # never mask the original exception; the run then reads as 'running'
+    def _finish_as(self, status: str, error: str | None) -> None:  # leaving a `with` block
+        self.finish(status, self.elapsed(), error=error)
 
 
 def annex_image(run_dir: str | Path, name: str, image: np.ndarray, step: int | None = None) -> Path:

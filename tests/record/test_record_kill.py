@@ -37,10 +37,11 @@ for step in range(1000):
 """
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
-def test_sigkill_leaves_committed_steps(tmp_path: Path) -> None:
+def sigkill_after(script: str, folder: Path, what: str = "writer") -> tuple[int, int | None]:
+    """Run `python -c script folder`, which prints a counter a line as it commits; SIGKILL it once it printed 5.
+    Returns (the last number it printed, its return code). Shared with the study record's kill test."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        [sys.executable, "-c", script, str(folder)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -53,14 +54,20 @@ def test_sigkill_leaves_committed_steps(tmp_path: Path) -> None:
         while last < 5:
             line = proc.stdout.readline()
             if not line:
-                pytest.fail(f"writer exited early: {proc.stderr.read() if proc.stderr else ''}")
+                pytest.fail(f"{what} exited early: {proc.stderr.read() if proc.stderr else ''}")
             last = int(line)
-            assert time.monotonic() < deadline, "writer too slow"
+            assert time.monotonic() < deadline, f"{what} too slow"
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.kill()
         proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    return last, proc.returncode
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_sigkill_leaves_committed_steps(tmp_path: Path) -> None:
+    last, returncode = sigkill_after(SCRIPT, tmp_path)
+    assert returncode == -signal.SIGKILL
 
     record = RunRecord(tmp_path / "victim")
     assert record.status == "interrupted" and record.complete is False

@@ -8,9 +8,6 @@ import re
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -27,8 +24,7 @@ from ghostviewer.record import (
     list_studies,
 )
 from ghostviewer.record.study_schema import STUDY_DB_NAME, canonical_key
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.record.test_record_kill import sigkill_after
 
 
 def _child(runs_dir: Path, seed: int, label: str = "ok", run_id: str | None = None) -> dict:
@@ -193,23 +189,8 @@ for i in range(1000):
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_sigkill_keeps_every_committed_child(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    last = -1
-    deadline = time.monotonic() + 120
-    try:
-        assert proc.stdout is not None
-        while last < 5:
-            line = proc.stdout.readline()
-            if not line:
-                pytest.fail(f"study writer exited early: {proc.stderr.read() if proc.stderr else ''}")
-            last = int(line)
-            assert time.monotonic() < deadline, "study writer too slow"
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    last, returncode = sigkill_after(KILL_SCRIPT, tmp_path, what="study writer")
+    assert returncode == -signal.SIGKILL
     record = StudyRecord(tmp_path / "victim")
     assert record.status == "interrupted" and record.error is None
     positions = [r.position for r in record.runs()]

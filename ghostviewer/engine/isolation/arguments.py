@@ -69,6 +69,8 @@ def _encode(value: Any, key: str, call: EncodedCall) -> Any:
     return {"unsupported": type(value).__name__}
 
 
+# repro_text.py's template repeats this as repro.py's decode(): kept apart on purpose, since repro.py must run
+# with torch, diffusers and safetensors only (no GhostViewer import). A change to the format changes both.
 def decode_value(spec: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if not isinstance(spec, dict):
         return spec

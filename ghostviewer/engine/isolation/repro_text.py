@@ -13,6 +13,8 @@ from typing import Any
 from ghostviewer.engine.isolation.injected import FORMS
 from ghostviewer.engine.isolation.rebuild import BuildSpec
 
+# The template's decode() repeats arguments.decode_value on purpose: that duplication is the price of a repro.py that
+# imports no GhostViewer (torch, diffusers and safetensors only). A change to the inputs.json format changes both.
 _TEMPLATE = '''#!/usr/bin/env python
 """Standalone repro: @@MODULE@@ (@@CLASS_NAME@@) with its real inputs from a recorded run.
 
