@@ -4,11 +4,12 @@
 - stall: the longest event-loop gap (a 1 ms QTimer measures the gaps) while a 20-step demo run updates the
   window every step — timeline following the live run, latent images, previews, plot (goal ≤ 30 ms).
 
-    python benchmarks/gui_stall.py [--steps 20] [--runs 6]
+    python benchmarks/gui_stall.py [--steps 20] [--runs 6] [--quiet 2.0 [--quiet-wait 600]]
 
 The first run warms up; the figure is the median over the others (5 by default). The load average is printed
 with it: on a shared machine other processes' CPU use shows up as event-loop gaps (the GUI, the engine and
-everyone else share the cores). Offscreen unless DISPLAY is set. Runs go to a temporary folder.
+everyone else share the cores); --quiet LOAD waits (at most --quiet-wait seconds) for the 1-minute load average
+to fall below LOAD first. Offscreen unless DISPLAY is set. Runs go to a temporary folder.
 """
 
 from __future__ import annotations
@@ -111,16 +112,29 @@ def child(t0: float, workdir: Path, steps: int, runs: int) -> dict:
     return {"launch_s": round(launch_s, 3), "runs": results}
 
 
+def wait_for_quiet(load: float, timeout_s: float) -> float:
+    """Sleep until the 1-minute load average is below `load` (or timeout_s passed); the seconds waited."""
+    start = time.monotonic()
+    while os.getloadavg()[0] >= load and time.monotonic() - start < timeout_s:
+        time.sleep(5)
+    return time.monotonic() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="GUI responsiveness: launch time and event-loop stalls")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--runs", type=int, default=6, help="runs; the first one warms up")
+    parser.add_argument("--quiet", type=float, help="wait for the 1-minute load average to fall below this")
+    parser.add_argument("--quiet-wait", type=float, default=600.0, help="seconds to wait for --quiet at most")
     parser.add_argument("--child", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         print("RESULT " + json.dumps(child(args.child, args.workdir, args.steps, args.runs)), flush=True)
         return 0
+    if args.quiet is not None and hasattr(os, "getloadavg"):
+        waited = wait_for_quiet(args.quiet, args.quiet_wait)
+        print(f"waited {waited:.0f} s for the load average to fall below {args.quiet}", file=sys.stderr)
     workdir = Path(tempfile.mkdtemp(prefix="ghostviewer-bench-"))
     env = dict(os.environ)
     if not env.get("DISPLAY"):

@@ -8,15 +8,17 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QApplication, QGraphicsView, QWidget
 
 from ghostviewer.gui.app_settings import AppSettings
+from ghostviewer.gui.widgets.embeddings_view import SOURCES, place_labels
 from tests.gui.fake_runs import write_fake_run
 from tests.gui.live_window import needs_demo
 
@@ -54,8 +56,13 @@ def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: AN
 
 def settle(qtbot, win) -> None:  # noqa: ANN001
     qtbot.waitUntil(lambda: win.state.step_data.idle and not win.step_images.final_loading
-                    and not win.heatmap.loading, timeout=10_000)  # all three read off the GUI thread
+                    and not win.heatmap.loading and win.stat_plot.idle, timeout=10_000)  # all read off the GUI thread
     qtbot.wait(50)  # queued replots and repaints
+
+
+def plot_settled(qtbot, win) -> None:  # noqa: ANN001
+    qtbot.waitUntil(lambda: win.stat_plot.idle, timeout=5000)  # read, and redrawn
+    qtbot.wait(20)  # pyqtgraph fits the view range to the new data when it paints
 
 
 def pixels(widget: QWidget) -> np.ndarray:
@@ -120,7 +127,10 @@ def test_stat_plot_curves_are_inside_the_view(real_run: str, win, qtbot) -> None
     win.state.selection.toggle(module, False)
     qtbot.wait(20)
     check_plot_shows_its_curves(win.stat_plot)
-    win.state.selection.toggle(module, True)
+    win.state.selection.toggle(module, True)  # its series is read again, off the GUI thread
+    settle(qtbot, win)
+    assert module in win.stat_plot._curves
+    check_plot_shows_its_curves(win.stat_plot)
 
 
 def test_stat_plot_follows_a_live_run(win, qtbot, tmp_path: Path) -> None:  # noqa: ANN001
@@ -134,13 +144,17 @@ def test_stat_plot_follows_a_live_run(win, qtbot, tmp_path: Path) -> None:  # no
             timeline.refresh()
         for _ in range(3):
             QApplication.processEvents()
-        if step == 2:
+        if step == 2:  # the new rows are read off the GUI thread, the redraws come at most ~10 a second
+            plot_settled(qtbot, win)
+            x, _ = next(iter(win.stat_plot._curves.values())).getData()
+            assert list(x) == [0, 1, 2]
             check_plot_shows_its_curves(win.stat_plot)
 
     run = write_fake_run(tmp_path, steps=5, on_step=on_step)
     timeline.set_live(False)
-    qtbot.wait(20)
+    plot_settled(qtbot, win)
     assert timeline.run_dir == str(run) and timeline.count == 5
+    assert all(len(curve.getData()[0]) == 5 for curve in win.stat_plot._curves.values())
     check_plot_shows_its_curves(win.stat_plot)
 
 
@@ -203,3 +217,41 @@ def test_attention_maps_are_drawn(real_run: str, win, qtbot) -> None:  # noqa: A
     image = pixels(view.canvas)
     rows, cols = region(view.canvas, view.image.sceneBoundingRect())
     assert image[rows, cols].reshape(-1, 3).std(axis=0).max() > 10, "the attention maps are one flat colour"
+
+
+def test_embedding_labels_never_overlap_and_hover_lists_every_token(real_run: str, win, qtbot) -> None:  # noqa: ANN001
+    state, view = win.state, win.embeddings
+    state.opener.open_run(real_run)
+    raise_dock(win, view)
+    settle(qtbot, win)
+    for source in SOURCES:
+        view.source.setCurrentText(source)
+        qtbot.wait(20)
+        assert view.points is not None and len(view.labels) == np.isfinite(view.points).all(axis=1).sum()
+        shown = view.shown_labels
+        assert shown, "no token is labelled"
+        area = view.plot.getViewBox().sceneBoundingRect()
+        margin = shown[0].textItem.document().documentMargin()
+        boxes = [label.textItem.mapRectToScene(label.textItem.boundingRect()).adjusted(margin, margin, -margin, -margin)
+                 for label in shown]  # the text itself, without the document's margins
+        assert all(area.contains(box) for box in boxes), "a label is drawn outside the view"
+        for a, b in combinations(boxes, 2):
+            assert not a.intersects(b), (a, b)
+    tips: list[str] = []
+    view.plot.getViewBox().setToolTip("")
+    for i, (x, y) in enumerate(view.points):  # every token is named on hover, its label shown or not
+        under = view.scatter.pointsAt(QPointF(float(x), float(y)))
+        view.scatter.sigHovered.emit(view.scatter, under, None)
+        tips.append(view.plot.getViewBox().toolTip())
+        assert view._tip(i) in tips[-1]
+
+
+def test_place_labels_keeps_labels_apart() -> None:
+    points = np.array([[50.0, 50.0], [52.0, 50.0], [50.0, 53.0], [150.0, 50.0]])
+    spots = place_labels(points, np.full((4, 2), (20.0, 10.0)), (0, 0, 200, 100))
+    assert spots[0] == (40.0, 50 - 4.5 - 2 - 10) and spots[3] is not None  # above its point; the far one too
+    assert spots[1] == (52 + 4.5 + 2, 45.0)  # right: above is taken by a label, below by a point
+    placed = [(x, y, x + 20, y + 10) for x, y in (s for s in spots if s is not None)]
+    for (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) in combinations(placed, 2):
+        assert ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0
+    assert place_labels(points[:1], np.array([[300.0, 10.0]]), (0, 0, 200, 100)) == [None]  # fits nowhere

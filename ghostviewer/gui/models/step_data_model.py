@@ -5,7 +5,8 @@ the GUI thread as one read-only StepData (stepLoaded). One read at a time, the n
 user has moved past are dropped; a small LRU cache serves the steps seen lately. Views attach themselves: while
 none of them is on screen (a dock closed or behind another tab) nothing is read, and a view that comes back
 asks for the step then (ready()). The attention maps "over the run" are summed as steps pass by and the steps
-never shown are read once per run, in the background.
+never shown are read once per run, in the background. Its Worker (plain functions run off the GUI thread, their
+answers handed back on it) serves the other models that read a record: the stat series and the stat grid.
 """
 
 from __future__ import annotations
@@ -77,11 +78,11 @@ def watch_visibility(widget: QWidget, on_shown: Callable[[], None]) -> None:
     _VisibilityWatch(widget, on_shown)
 
 
-def _call(work: Callable[[], Any]) -> Any:
+def _call(work: Callable[[], Any], what: str) -> Any:
     try:
         return work()
     except Exception as exc:  # noqa: BLE001 - a worker must always answer; the log keeps the traceback
-        log.exception("reading a step failed")
+        log.exception("%s failed", what)
         return exc
 
 
@@ -98,10 +99,42 @@ class _Job(QRunnable):
             pass
 
 
+class Worker(QObject):
+    """Runs plain functions off the GUI thread, `threads` at a time, and hands each answer back on the GUI thread
+    as answered(tag, result); a function that raised answers its exception (the log keeps the traceback).
+    synchronous: run in the calling thread and answer before returning (tests). Its models decide what to read
+    and drop the answers they no longer want."""
+
+    answered = Signal(object, object)  # (the tag given to submit, the function's result or exception)
+    _sigDone = Signal(object)  # (tag, result) from a pool thread
+
+    def __init__(self, threads: int = 1, *, synchronous: bool = False, what: str = "a read",
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.synchronous, self.what = synchronous, what
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(threads)
+        self._sigDone.connect(self._on_done, Qt.ConnectionType.QueuedConnection)
+
+    def submit(self, tag: object, work: Callable[[], Any]) -> None:
+        if self.synchronous:
+            self.answered.emit(tag, _call(work, self.what))
+        else:
+            what = self.what
+            self._pool.start(_Job(lambda: (tag, _call(work, what)), self._sigDone))
+
+    def _on_done(self, message: tuple[object, Any]) -> None:
+        self.answered.emit(*message)
+
+    def shutdown(self, timeout_ms: int = 2000) -> None:
+        """Drop queued work and wait for the running functions."""
+        self._pool.clear()
+        self._pool.waitForDone(timeout_ms)
+
+
 class StepDataModel(QObject):
     stepLoaded = Signal(object)  # StepData of the selected step (NO_STEP when none is selected)
     runAttentionChanged = Signal()  # more steps were added to the attention "over the run"
-    _sigDone = Signal(object)  # (kind, key, result) from a worker
 
     def __init__(self, timeline: TimelineModel | None = None, *, cache_size: int = CACHE_STEPS,
                  synchronous: bool = False, parent: QObject | None = None) -> None:
@@ -120,9 +153,8 @@ class StepDataModel(QObject):
         self._views: list[QWidget] = []
         self._attention = AttentionRun()
         self._attention_loading = False
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(2)  # one step read and one attention pass at most
-        self._sigDone.connect(self._on_done, Qt.ConnectionType.QueuedConnection)
+        self._worker = Worker(2, what="reading a step", parent=self)  # one step read and one attention pass
+        self._worker.answered.connect(self._on_answer)
         if timeline is not None:
             self.bind(timeline)
 
@@ -210,10 +242,11 @@ class StepDataModel(QObject):
         self._submit("step", key, lambda: load_step_data(record, key[1], key[2], look_for_decode))  # type: ignore[arg-type]
 
     def _submit(self, kind: str, key: object, work: Callable[[], Any]) -> None:
-        if self.synchronous:
-            self._on_done((kind, key, _call(work)))
-        else:
-            self._pool.start(_Job(lambda: (kind, key, _call(work)), self._sigDone))
+        self._worker.synchronous = self.synchronous
+        self._worker.submit((kind, key), work)
+
+    def _on_answer(self, tag: tuple[str, Any], result: Any) -> None:
+        self._on_done((*tag, result))
 
     def _on_done(self, message: tuple[str, Any, Any]) -> None:
         kind, key, result = message
@@ -260,8 +293,7 @@ class StepDataModel(QObject):
 
     def shutdown(self, timeout_ms: int = 2000) -> None:
         """Drop queued reads and wait for the running ones (before the app quits)."""
-        self._pool.clear()
-        self._pool.waitForDone(timeout_ms)
+        self._worker.shutdown(timeout_ms)
 
 
 def _alive(widget: QWidget) -> bool:

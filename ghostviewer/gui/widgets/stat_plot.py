@@ -1,26 +1,42 @@
 """A statistic (absmax, std, mean, NaN count, fp16 headroom) over the steps, for chosen modules, with a
-vertical line that follows the step slider (drag it to scrub). Bound to TimelineModel and StatSelection.
+vertical line that follows the step slider (drag it to scrub). Bound to TimelineModel, StatSelection and
+StatSeries (which reads the series off the GUI thread, a new step's rows only).
 
 x is the record's step index. The y range follows the data (pyqtgraph's auto-range, which also works in log mode
 and skips NaN/Inf) from each new run or selection until the user pans or zooms; the x range spans the run's
-planned steps and every recorded one."""
+planned steps and every recorded one. During a live run the plot redraws at most every LIVE_REDRAW_MS, and only
+the curves that got new points."""
 
 from __future__ import annotations
 
-import numpy as np
+import time
+from collections.abc import Sequence
+
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QComboBox, QLineEdit, QListWidget, QListWidgetItem, QSplitter, QVBoxLayout, QWidget
 
-from ghostviewer.gui.models.stat_selection import PLOT_STATS, StatSelection, default_modules
+from ghostviewer.gui.models.stat_selection import NO_POINTS, PLOT_STATS, StatSelection, StatSeries
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.record import RecordError, StatRow
+
+LIVE_REDRAW_MS = 100  # at most ~10 redraws a second while the engine writes the run
+
+
+class ClippedAxis(pg.AxisItem):
+    """pyqtgraph's axis, its grid lines recorded with a clip to the axis' own area: the same picture, but Qt's
+    raster engine replays it ~40× faster (unclipped translucent lines in a QPicture take ~2-5 ms a paint)."""
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs) -> None:  # noqa: ANN001, N802, N803 - pyqtgraph's
+        p.setClipRect(self.boundingRect().toAlignedRect())
+        super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
 
 
 class StatPlot(QSplitter):
-    def __init__(self, timeline: TimelineModel, selection: StatSelection, parent: QWidget | None = None) -> None:
+    def __init__(self, timeline: TimelineModel, selection: StatSelection, parent: QWidget | None = None, *,
+                 series: StatSeries | None = None) -> None:
         super().__init__(Qt.Orientation.Horizontal, parent)
         self.timeline, self.selection = timeline, selection
+        self.series = series if series is not None else StatSeries(timeline, selection, parent=self)
         side = QWidget()
         self.stat = QComboBox()
         self.stat.addItems(list(PLOT_STATS))
@@ -30,7 +46,8 @@ class StatPlot(QSplitter):
         column.setContentsMargins(0, 0, 0, 0)
         for widget in (self.stat, self.filter, self.modules):
             column.addWidget(widget)
-        self.plot = pg.PlotWidget(background="#202124")
+        self.plot = pg.PlotWidget(background="#202124",
+                                  axisItems={"left": ClippedAxis("left"), "bottom": ClippedAxis("bottom")})
         self.plot.setLabel("bottom", "step")
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=pg.mkBrush(32, 33, 36, 210))
@@ -41,45 +58,43 @@ class StatPlot(QSplitter):
         self.setStretchFactor(1, 1)
         self.setSizes([220, 600])
         self._curves: dict[str, pg.PlotDataItem] = {}
-        self._known: list[str] = []
-        self._rows: dict[str, dict[int, StatRow]] = {}
-        self._cache_key: tuple | None = None
+        self._listed: tuple[str, ...] = ()  # the modules in the list
         self._ylabel = ""
-        self._pending = QTimer(self)  # new steps replot in their own event-loop pass, after the images
-        self._pending.setSingleShot(True)
-        self._pending.setInterval(0)
-        self._pending.timeout.connect(self._replot)
-        self._fit_y = True  # re-fit y to the data at the next replot
+        self._redraw = QTimer(self)  # a live run's redraws, LIVE_REDRAW_MS apart at least
+        self._redraw.setSingleShot(True)
+        self._redraw.timeout.connect(self._draw)
+        self._last_draw = float("-inf")  # time.monotonic() of the last redraw
+        self._dirty: set[str] = set()  # modules whose curves need their points again
+        self._all_dirty = True
+        self.draws = 0  # redraws so far (tests count them)
+        self._fit_y = True  # re-fit y to the data at the next redraw
         self._x_span = (0, 20)  # the steps the x axis spans now
         self.stat.currentTextChanged.connect(selection.set_stat)
         self.filter.textChanged.connect(self._apply_filter)
         self.modules.itemChanged.connect(self._on_item)
         self.line.sigPositionChangeFinished.connect(lambda line: timeline.set_step(round(line.value())))
         selection.changed.connect(self._on_selection)
+        self.series.changed.connect(self._on_series)
         timeline.runChanged.connect(self._on_run)
         timeline.stepsChanged.connect(self._on_steps)
-        timeline.stepChanged.connect(lambda step: self.line.setValue(max(step, 0)))
+        timeline.stepChanged.connect(self._on_step)
+        timeline.statusChanged.connect(self._on_status)
         self._on_run()
 
-    # -- module list ------------------------------------------------------------------------------
-    def _denoise_modules(self) -> list[str]:
-        record = self.timeline.record
-        if record is None or self.timeline.count == 0:
-            return []
-        try:
-            first = self.timeline.steps[0].index
-            return list(dict.fromkeys(row.module for row in record.stats(phase="denoise", step=first)))
-        except RecordError:
-            return []
+    @property
+    def idle(self) -> bool:
+        """Nothing being read and nothing waiting to be drawn (tests wait on it)."""
+        return not self.series.loading and not self._redraw.isActive()
 
+    # -- what changed -----------------------------------------------------------------------------
     def _on_run(self) -> None:
-        self._known, self._cache_key = [], None
-        self._fit_y = True
+        self._fit_y, self._all_dirty = True, True
         if self.timeline.record is None:  # nothing shown: a plain step axis rather than autorange's ±500
             self._x_span = (0, 20)
             self.plot.setRange(xRange=self._x_span, yRange=(0, 1), padding=0.02)
+            self._fill_list(())
         self._fit_x()
-        self._on_steps(self.timeline.count)
+        self._schedule()
 
     def _fit_x(self) -> None:
         """A fixed x range over the planned steps (the run fills it as it goes) and every recorded step."""
@@ -97,27 +112,55 @@ class StatPlot(QSplitter):
     def _on_steps(self, _count: int) -> None:
         if self.timeline.steps and self.timeline.steps[-1].index > self._x_span[1]:
             self._fit_x()  # a step beyond the planned ones
-        if not self._known:
-            self._known = self._denoise_modules()
-            if self._known and not set(self.selection.modules) & set(self._known):
-                self.selection.set_modules(default_modules(self._known))
-            self._fill_list()
-        if self.timeline.live:
-            self._pending.start()
-        else:
-            self._replot()
 
-    def _fill_list(self) -> None:
+    def _on_step(self, step: int) -> None:
+        if self.timeline.live:
+            self._schedule()  # the line moves with the next redraw
+        else:
+            self.line.setValue(max(step, 0))
+
+    def _on_status(self) -> None:
+        if not self.timeline.live and self._redraw.isActive():  # the run ended: what is pending, at once
+            self._redraw.stop()
+            self._draw()
+
+    def _on_series(self, modules: Sequence[str]) -> None:
+        if not modules:
+            self._all_dirty = True
+        self._dirty.update(modules)
+        if self.series.known and self.series.known != self._listed:
+            self._fill_list(self.series.known)
+        self._schedule()
+
+    def _on_selection(self) -> None:
+        if self.stat.currentText() != self.selection.stat:
+            self.stat.setCurrentText(self.selection.stat)
+        self._check_listed()
+        self._fit_y, self._all_dirty = True, True
+        self._schedule()
+
+    # -- module list ------------------------------------------------------------------------------
+    def _fill_list(self, modules: Sequence[str]) -> None:
+        self._listed = tuple(modules)
         self.modules.blockSignals(True)
         self.modules.clear()
-        for module in self._known:
+        for module in modules:
             item = QListWidgetItem(module)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            on = module in self.selection.modules
-            item.setCheckState(Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
             self.modules.addItem(item)
         self.modules.blockSignals(False)
+        self._check_listed()
         self._apply_filter(self.filter.text())
+
+    def _check_listed(self) -> None:
+        self.modules.blockSignals(True)
+        chosen = set(self.selection.modules)
+        for i in range(self.modules.count()):
+            item = self.modules.item(i)
+            state = Qt.CheckState.Checked if item.text() in chosen else Qt.CheckState.Unchecked
+            if item.checkState() != state:
+                item.setCheckState(state)
+        self.modules.blockSignals(False)
 
     def _apply_filter(self, text: str) -> None:
         needle = text.strip().lower()
@@ -128,59 +171,44 @@ class StatPlot(QSplitter):
     def _on_item(self, item: QListWidgetItem) -> None:
         self.selection.toggle(item.text(), item.checkState() == Qt.CheckState.Checked)
 
-    def _on_selection(self) -> None:
-        if self.stat.currentText() != self.selection.stat:
-            self.stat.setCurrentText(self.selection.stat)
-        self._fill_list()
-        self._fit_y = True
-        self._replot()
-
     # -- curves ---------------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        """Redraw now; during a live run at the next free slot, LIVE_REDRAW_MS after the last redraw."""
+        if not self.timeline.live:
+            self._redraw.stop()
+            self._draw()
+        elif not self._redraw.isActive():
+            wait_ms = LIVE_REDRAW_MS - 1000 * (time.monotonic() - self._last_draw)
+            self._redraw.start(max(0, round(wait_ms)))
+
     def _wanted(self) -> list[str]:
-        return [m for m in self.selection.modules if m in self._known] if self.timeline.record is not None else []
+        if self.timeline.record is None:
+            return []
+        if not self.series.known:  # a new run whose modules are not read yet: keep the curves, emptied
+            return [m for m in self._curves if m in self.selection.modules]
+        return self.series.modules
 
-    def _fetch(self, wanted: list[str]) -> None:
-        """Keep call-0 denoise rows of the wanted modules: everything once, then only the new steps."""
-        record = self.timeline.record
-        key = (self.timeline.run_dir, tuple(wanted))
-        try:
-            if key != self._cache_key:
-                self._rows = {m: {} for m in wanted}
-                rows = record.stats(module=wanted, phase="denoise") if wanted and record else []
-                self._cache_key = key
-            else:
-                have = {s for per in self._rows.values() for s in per}
-                rows = [row for info in self.timeline.steps if info.index not in have
-                        for row in record.stats(module=wanted, phase="denoise", step=info.index)]  # type: ignore[union-attr]
-        except RecordError:
-            return
-        for row in rows:
-            if row.call == 0 and row.module in self._rows:
-                self._rows[row.module][int(row.step)] = row  # type: ignore[arg-type]
-
-    def _replot(self) -> None:
+    def _draw(self) -> None:
+        self._last_draw = time.monotonic()
+        self.draws += 1
         wanted, stat = self._wanted(), self.selection.stat
         for module in [m for m in self._curves if m not in wanted]:
             self.plot.removeItem(self._curves.pop(module))
             self.legend.removeItem(module)
         if stat != self._ylabel:
             self.plot.setLabel("left", stat)
-            self._ylabel = stat
-        self._fetch(wanted)
+            self._ylabel, self._all_dirty = stat, True
         for i, module in enumerate(wanted):
-            per_step = self._rows.get(module, {})
-            steps = sorted(per_step)
-            values = [stat_value(per_step[s], stat) for s in steps]
             curve = self._curves.get(module)
             if curve is None:
                 curve = self.plot.plot(name=module, pen=pg.mkPen(pg.intColor(i, hues=max(len(wanted), 6)), width=2))
                 self._curves[module] = curve
-            curve.setData(np.asarray(steps, float), np.asarray(values, float))
-        if self._fit_y and any(len(self._rows.get(m, {})) for m in wanted):
+            elif not (self._all_dirty or module in self._dirty):
+                continue  # no new points
+            curve.setData(*self.series.series(module, stat))
+        self._all_dirty = False
+        self._dirty.clear()
+        if self._fit_y and any(len(self.series.points.get(m, NO_POINTS)[0]) for m in wanted):
             self._fit_y = False  # from now on pyqtgraph follows the data, until the user pans or zooms
             self.plot.enableAutoRange(y=True)
         self.line.setValue(max(self.timeline.step, 0))
-
-
-def stat_value(row: StatRow, stat: str) -> float:
-    return float(row.fp16_headroom if stat == "fp16_headroom" else getattr(row, stat))

@@ -1,20 +1,21 @@
 """The stats heat map: every traced module (rows, execution order: text encoder, denoiser, VAE) × the run's
-phases (columns: enc | the denoising steps | dec), coloured by one statistic; NaN/Inf cells red, the first
-anomaly outlined wherever it happened. A click moves the timeline's step and the module in focus (BlockModel).
-Step columns are the record's step indexes. The grid is read off the GUI thread, only while the view is on
-screen, and not while the engine writes the run (it fills in when the run ends)."""
+phases (columns: enc | the denoising steps | dec), coloured by one statistic (or "z (baseline)": |robust z| against
+the baseline the run was judged by); NaN/Inf cells red, the first anomaly outlined wherever it happened. A click
+moves the timeline's step and the module in focus (BlockModel).
+Step columns are the record's step indexes. The grid comes from a StatGridModel (read off the GUI thread, only
+while this view is on screen, not while the engine writes the run); this file draws it and handles the mouse."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
+from ghostviewer.analysis.baseline import deviation_grid, recorded_baseline_key, run_baseline
 from ghostviewer.analysis.stat_grid import (
     HEATMAP_STATS,
     StatGrid,
@@ -23,28 +24,17 @@ from ghostviewer.analysis.stat_grid import (
     grid_rgba,
     grid_values,
     row_summary,
-    stat_grid,
 )
 from ghostviewer.gui.models.block_model import BlockModel
-from ghostviewer.gui.models.step_data_model import is_shown, watch_visibility
+from ghostviewer.gui.models.stat_grid_model import StatGridModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import BACKGROUND
-from ghostviewer.record import RecordError, RunRecord
+from ghostviewer.record import RecordError
 
 HEATMAP_COLORMAP = "inferno"
-LIVE_REFRESH_MS = 250
+BASELINE_Z = "z (baseline)"  # |robust z| of each output against the shown run's baseline (analysis/baseline.py)
 LABEL_PX = 11  # the height one module label needs
 COLUMN_LABEL_PX = 24  # the width one column label ("dec", "18") needs
-
-
-def read_grid(record: RunRecord) -> tuple[StatGrid | None, tuple[int, int] | None] | None:
-    """The run's stat grid and its first anomaly's cell (a worker thread calls this); None when unreadable."""
-    try:
-        rows = record.stats()
-        grid = stat_grid(rows) if rows else None
-        return grid, None if grid is None else grid.anomaly_cell(record.first_anomaly)
-    except RecordError:
-        return None
 
 
 def short(module: str) -> str:
@@ -53,13 +43,12 @@ def short(module: str) -> str:
 
 class StatsHeatmap(QWidget):
     jumpRequested = Signal()
-    _sigGrid = Signal(object, object)  # (what was read, read_grid's answer) from a worker
 
     def __init__(self, timeline: TimelineModel, blocks: BlockModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.timeline, self.blocks = timeline, blocks
         self.stat = QComboBox(toolTip="The statistic that colours the cells")
-        self.stat.addItems(list(HEATMAP_STATS))
+        self.stat.addItems([*HEATMAP_STATS, BASELINE_Z])
         self.log = QCheckBox("log", checked=True, toolTip="log10 colour scale (absmax, std, fp16 headroom)")
         self.jump = QPushButton("⚠ First anomaly", toolTip="Select the first anomaly's module and step (Ctrl+J)")
         self.info = QLabel()
@@ -96,75 +85,31 @@ class StatsHeatmap(QWidget):
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.info)
         self.lut = pg.colormap.get(HEATMAP_COLORMAP).getLookupTable(nPts=256, alpha=False)
-        self.grid: StatGrid | None = None
-        self._anomaly_cell: tuple[int, int] | None = None  # read once per reload, not once per step shown
-        self._wanted: tuple[str, str, int] | None = None  # the (run, status, steps) being read
-        self._reading = False
-        self._sigGrid.connect(self._on_grid)
-        self._stale = False  # the run changed while the view was hidden
-        self._pending = QTimer(self, singleShot=True, interval=LIVE_REFRESH_MS)
-        self._pending.timeout.connect(self.reload)
+        self.data = StatGridModel(timeline, self, parent=self)
+        self.data.gridChanged.connect(self._draw)
         self.stat.currentTextChanged.connect(lambda _s: self._draw())
         self.log.toggled.connect(lambda _on: self._draw())
         self.jump.clicked.connect(self.jumpRequested)
         self.plot.getViewBox().sigResized.connect(lambda _box: (self._label_rows(), self._label_columns()))
         self.plot.scene().sigMouseClicked.connect(self._on_click)
         self.plot.scene().sigMouseMoved.connect(self._on_hover)
-        timeline.runChanged.connect(self.reload)
-        timeline.stepsChanged.connect(self._on_steps)
-        timeline.statusChanged.connect(lambda: self._on_steps(self.timeline.count))  # the run's last rows
         timeline.stepChanged.connect(lambda _s: self._mark())
         blocks.moduleSelected.connect(lambda _m: self._mark())
         blocks.anomalyChanged.connect(lambda _m: self._mark())
-        watch_visibility(self, lambda: self.reload() if self._stale else None)
-        self.reload()
+        self.data.reload()
 
     # -- data -------------------------------------------------------------------------------------
     @property
+    def grid(self) -> StatGrid | None:
+        return self.data.grid
+
+    @property
     def loading(self) -> bool:
         """A grid is being read, or will be shortly (a refresh is pending)."""
-        return self._reading or self._pending.isActive()
-
-    def _on_steps(self, _count: int) -> None:
-        # Re-reading every row and redrawing the grid costs tens of milliseconds on the GUI thread; during a
-        # live run that would stall the window once a refresh, so the grid fills in when the run ends.
-        if self.timeline.live:
-            return
-        if not self._pending.isActive():
-            self._pending.start()
+        return self.data.loading
 
     def reload(self) -> None:
-        if not is_shown(self):
-            self._stale = True
-            return
-        self._stale = False
-        record = self.timeline.record
-        if record is None or self.timeline.live:
-            self._wanted, self._reading = None, False
-            self.grid, self._anomaly_cell = None, None
-            self._draw()
-            return
-        key = (str(record.path), self.timeline.status, self.timeline.count)
-        if self._wanted is None or self._wanted[0] != key[0]:  # another run: not a moment of the old grid
-            self.grid, self._anomaly_cell = None, None
-            self._draw()
-        self._wanted, self._reading = key, True
-        QThreadPool.globalInstance().start(lambda: self._read(key, record))
-
-    def _read(self, key: tuple[str, str, int], record: RunRecord) -> None:
-        result = read_grid(record)
-        try:
-            self._sigGrid.emit(key, result)  # queued to the GUI thread
-        except RuntimeError:  # the view is gone
-            pass
-
-    def _on_grid(self, key: Any, result: Any) -> None:
-        if key != self._wanted:
-            return  # another run (or more of it) was asked for since
-        self._reading = False
-        if result is not None:
-            self.grid, self._anomaly_cell = result
-            self._draw()
+        self.data.reload()
 
     def _draw(self) -> None:
         grid, stat = self.grid, self.stat.currentText()
@@ -175,7 +120,7 @@ class StatsHeatmap(QWidget):
             self.plot.setRange(xRange=(0, 20), yRange=(0, 1), padding=0.02)
             self._mark()
             return
-        values = grid_values(grid, stat)
+        values = self._baseline_z(grid) if stat == BASELINE_Z else grid_values(grid, stat)
         rgba, (lo, hi) = grid_rgba(display_values(values, stat, self.log.isChecked()), grid.bad, self.lut)
         self.image.setImage(rgba, autoLevels=False, levels=(0, 255))
         columns = len(grid.columns)
@@ -185,9 +130,27 @@ class StatsHeatmap(QWidget):
         self._draw_phase_lines(grid)
         self.plot.setXRange(-0.5, columns - 0.5, padding=0)
         self.plot.setYRange(0, len(grid.modules), padding=0)
-        scale = "log10 " if self.log.isChecked() and stat != "nan_count" else ""
-        self.info.setText(f"{scale}{stat}: {fmt(lo)} … {fmt(hi)} · red = NaN/Inf")
+        scale = "log10 " if self.log.isChecked() and stat not in ("nan_count", BASELINE_Z) else ""
+        unjudged = stat == BASELINE_Z and not np.isfinite(values).any()
+        self.info.setText(f"{BASELINE_Z}: this run was judged against no baseline" if unjudged else
+                          f"{scale}{stat}: {fmt(lo)} … {fmt(hi)} · red = NaN/Inf")
         self._mark()
+
+    def _baseline_z(self, grid: StatGrid) -> np.ndarray:
+        """|z| of each cell's output against the baseline the shown run was judged by (deviation_grid); NaN where
+        the baseline has no envelope (or the run had no baseline)."""
+        values = np.full(grid.bad.shape, np.nan)
+        record = self.timeline.record
+        try:
+            baseline = None if record is None else run_baseline(
+                record.path, recorded_baseline_key(record.events(kind="baseline")))
+        except RecordError:
+            baseline = None
+        if baseline is not None:
+            z = deviation_grid(grid.rows.values(), baseline)
+            for (i, j), row in grid.rows.items():
+                values[i, j] = z.get((row.module, row.step), np.nan)
+        return values
 
     def _label_columns(self) -> None:
         """enc and dec always; the step columns (their record index) every k-th, where they fit beside them."""
@@ -241,7 +204,7 @@ class StatsHeatmap(QWidget):
 
     def anomaly_cell(self) -> tuple[int, int] | None:
         """The first anomaly's cell: its module in its phase (and step); None when there is none."""
-        return self._anomaly_cell
+        return self.data.anomaly_cell
 
     def _mark(self) -> None:
         step = self._step_number()
@@ -251,7 +214,7 @@ class StatsHeatmap(QWidget):
         if column is not None:
             self.step_line.setValue(column)
         self._place(self.cursor, self._cursor_cell(self.blocks.selected, step))
-        self._place(self.anomaly, self._anomaly_cell)
+        self._place(self.anomaly, self.data.anomaly_cell)
 
     # -- mouse ------------------------------------------------------------------------------------
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
