@@ -164,3 +164,28 @@ def test_merge_points_keeps_step_order() -> None:
     assert list(steps) == [0, 1, 3, 4, 5] and list(values[:, 0]) == [0, 1, 3, 4, 5]
     steps, values = merge_points(a, (np.array([1, 2]), np.array([[10.0], [2.0]])))
     assert list(steps) == [0, 1, 2, 3] and list(values[:, 0]) == [0, 10, 2, 3]
+
+
+def test_a_value_with_no_finite_neighbour_is_drawn_as_a_point(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    """A run that turns NaN after step 0 leaves each curve one finite value: a line would draw nothing."""
+    import sqlite3
+
+    healthy = write_fake_run(tmp_path / "a", steps=4)
+    broken = write_fake_run(tmp_path / "b", steps=4)
+    with sqlite3.connect(broken / "run.sqlite") as conn:
+        conn.execute("UPDATE stats SET absmax = NULL, min = NULL, max = NULL WHERE step >= 1")
+    plot = make_plot(qtbot, synchronous=True)
+    plot.resize(600, 300)
+    plot.show()
+    qtbot.waitExposed(plot)  # pyqtgraph fits its range when it paints
+    plot.timeline.open_run(healthy)
+    module = plot.selection.modules[0]
+    qtbot.waitUntil(lambda: module in plot._curves and len(curve_data(plot, module)[0]) == 4)
+    assert plot._curves[module].opts["symbol"] is None
+    plot.timeline.open_run(broken)
+    qtbot.waitUntil(lambda: plot._curves[module].opts["symbol"] == "o")
+    x, y = curve_data(plot, module)
+    assert np.isfinite(y).sum() == 1
+    value = float(y[np.isfinite(y)][0])
+    view = plot.plot.getViewBox()
+    qtbot.waitUntil(lambda: view.viewRange()[1][0] <= value <= view.viewRange()[1][1])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QComboBox, QLineEdit, QListWidget, QListWidgetItem, QSplitter, QVBoxLayout, QWidget
@@ -20,6 +21,17 @@ from ghostviewer.gui.models.stat_selection import NO_POINTS, PLOT_STATS, StatSel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 
 LIVE_REDRAW_MS = 100  # at most ~10 redraws a second while the engine writes the run
+
+
+def isolated_points(values: object) -> bool:
+    """True when some finite value has no finite neighbour, so a line through the curve would not show it."""
+    y = np.asarray(values, dtype=np.float64)
+    if y.size == 0:
+        return False
+    finite = np.isfinite(y)
+    left = np.concatenate([[False], finite[:-1]])
+    right = np.concatenate([finite[1:], [False]])
+    return bool((finite & ~left & ~right).any())
 
 
 class ClippedAxis(pg.AxisItem):
@@ -205,7 +217,12 @@ class StatPlot(QSplitter):
                 self._curves[module] = curve
             elif not (self._all_dirty or module in self._dirty):
                 continue  # no new points
-            curve.setData(*self.series.series(module, stat))
+            x, y = self.series.series(module, stat)
+            # A value with non-finite neighbours (a run that turns NaN after step 0) draws no line: mark it.
+            alone = isolated_points(y)
+            pen = curve.opts["pen"]
+            curve.setData(x, y, symbol="o" if alone else None, symbolSize=6, symbolPen=pen,
+                          symbolBrush=pen.color() if alone else None)
         self._all_dirty = False
         self._dirty.clear()
         if self._fit_y and any(len(self.series.points.get(m, NO_POINTS)[0]) for m in wanted):
