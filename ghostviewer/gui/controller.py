@@ -22,7 +22,7 @@ from ghostviewer.gui.coordinators.replay_coordinator import ReplayCoordinator
 from ghostviewer.gui.coordinators.run_coordinator import RunCoordinator
 from ghostviewer.gui.coordinators.study_opener import StudyOpener
 from ghostviewer.gui.engine_client import EngineClient
-from ghostviewer.gui.error_reporter import ErrorReporter
+from ghostviewer.gui.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.job_scheduler import JobScheduler
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.compare_model import CompareModel
@@ -174,7 +174,7 @@ class RunController(QObject):
         """Open the comparison of two runs (A becomes the shown run); `focus`: at the first divergence."""
         if self.compare.open(run_a, run_b, focus):
             return True
-        self.reporter.report(messages.NOT_A_RUN.format(path=f"{run_a} / {run_b}", message=self.compare.error))
+        self.reporter.note(messages.NOT_A_RUN.format(path=f"{run_a} / {run_b}", message=one_line(self.compare.error)))
         return False
 
     def compare_selected(self, paths: list[str]) -> bool:

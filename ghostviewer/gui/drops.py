@@ -7,6 +7,14 @@ from pathlib import Path
 from ghostviewer.analysis.prompt_lists import PROMPT_LIST_SUFFIXES
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".ckpt", ".bin", ".pt", ".pth")
+RUN_FILES = ("run.lock", "run.sqlite-wal", "run.sqlite-shm")  # what a run writes beside its database
+RUN_FOLDERS = ("tensors", "images")
+
+
+def looks_like_run(folder: Path) -> bool:
+    """A run folder, even one whose run.sqlite is gone: it is a broken run (the reader says why), not an unknown."""
+    return (any((folder / name).is_file() for name in RUN_FILES)
+            or all((folder / name).is_dir() for name in RUN_FOLDERS))
 
 
 def classify_path(path: str | Path) -> str | None:
@@ -15,7 +23,7 @@ def classify_path(path: str | Path) -> str | None:
     if path.is_dir():
         if (path / "model_index.json").is_file():
             return "pipeline"
-        if (path / "run.sqlite").is_file():
+        if (path / "run.sqlite").is_file() or looks_like_run(path):
             return "run"
         try:
             if any((child / "run.sqlite").is_file() for child in path.iterdir() if child.is_dir()):

@@ -1,5 +1,9 @@
-"""Errors become a one-line dialog and a full entry in the log; no traceback ever reaches the screen. A message
-that has a remedy (the engine died: Restart engine) offers it as a button in its dialog (`offer`)."""
+"""Errors become one line on screen and a full entry in the log; no traceback ever reaches the screen.
+
+`report`: GhostViewer's own failures (the engine died, a run failed, an unexpected error) — a window-modal
+message box, opened without blocking the event loop; a message that has a remedy (the engine died: Restart
+engine) offers it as a button (`offer`). `note`: a problem with something the user opened (a broken or hostile
+run folder, study or bundle) — the status bar only, never a dialog."""
 
 from __future__ import annotations
 
@@ -17,19 +21,20 @@ from ghostviewer.gui import messages
 log = logging.getLogger("ghostviewer.gui")
 
 
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+def one_line(exc: BaseException | str) -> str:
+    text = " ".join(str(exc).split()) or (exc if isinstance(exc, str) else type(exc).__name__)
     return text if len(text) <= 240 else text[:239] + "…"
 
 
 class ErrorReporter(QObject):
-    sigReported = Signal(str)
+    sigReported = Signal(str)  # a line for the status bar (reported or noted)
 
     def __init__(self, parent: QObject | None = None, dialogs: bool = True) -> None:
         super().__init__(parent)
         self.dialogs = dialogs
         self.parent_widget: QWidget | None = None
-        self.messages: list[str] = []
+        self.messages: list[str] = []  # every line reported or noted, in order
+        self.notes: list[str] = []  # the lines said in the status bar only (no dialog)
         self._open: list[QMessageBox] = []
         self._offers: list[tuple[str, str, Callable[[], None]]] = []  # (message template, button, action)
 
@@ -44,8 +49,16 @@ class ErrorReporter(QObject):
     def last_message(self) -> str | None:
         return self.messages[-1] if self.messages else None
 
+    def note(self, message: str, details: str | None = None) -> None:
+        """Log message (+ details) as a warning and say it in the status bar (sigReported); no dialog."""
+        self.messages.append(message)
+        self.notes.append(message)
+        log.warning("%s%s", message, f"\n{details}" if details else "")
+        self.sigReported.emit(message)
+
     def report(self, message: str, details: str | None = None) -> None:
-        """Log message (+ details), then show the message alone in a non-blocking dialog."""
+        """Log message (+ details), then show the message alone in a window-modal box that does not block
+        the event loop (open(), not exec()): the run queue and timers keep going."""
         self.messages.append(message)
         log.error("%s%s", message, f"\n{details}" if details else "")
         self.sigReported.emit(message)
@@ -59,7 +72,7 @@ class ErrorReporter(QObject):
             box.setDefaultButton(button)
         box.finished.connect(lambda _result, box=box: self._closed(box))
         self._open.append(box)
-        box.open()  # non-blocking: the run queue and timers keep going
+        box.open()  # window-modal, but not blocking: the run queue and timers keep going
 
     def _closed(self, box: QMessageBox) -> None:
         if box in self._open:

@@ -9,6 +9,14 @@ LOAD_FAILED = "Could not load the pipeline {source}: {message}"
 RUN_FAILED = "The run failed: {message}"
 ENGINE_ERROR = "The engine could not {what}: {message}"
 NOT_A_RUN = "Could not open the run {path}: {message}"
+# A run folder the record cannot fully read: said in one line where it shows (never a dialog).
+STEP_UNREADABLE = "⚠ step {step}: {message}"
+FINAL_NONE = "no final image recorded"
+FINAL_NOT_SHOWN = "final image (not shown)"
+FINAL_REFUSED = "⚠ final image refused: {message}"
+FINAL_UNREADABLE = "⚠ the final image {path} cannot be read"
+HISTORY_UNREADABLE = "⚠ unreadable: {problem}"  # a history row (the whole message in its tooltip)
+HISTORY_PROBLEM = "Run {name}: {problem}"  # the status bar, when such a row is picked
 DROP_UNKNOWN = (
     "GhostViewer does not know what to do with {path}. Drop a pipeline folder, a .safetensors checkpoint, "
     "a run folder, a bug-report bundle (.zip), or a prompt list (.txt, .csv, .jsonl)."

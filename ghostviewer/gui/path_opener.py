@@ -11,6 +11,7 @@ from ghostviewer.gui import messages
 from ghostviewer.gui.controller import RunController
 from ghostviewer.gui.coordinators.run_coordinator import same_path
 from ghostviewer.gui.drops import classify_path
+from ghostviewer.gui.error_reporter import one_line
 from ghostviewer.gui.models.queue_model import Job
 from ghostviewer.record import RecordError
 from ghostviewer.record.bundle import open_bundle
@@ -30,7 +31,7 @@ class PathOpener(QObject):
         try:
             c.timeline.open_run(path, live=running is not None and same_path(running.run_dir, str(path)))
         except RecordError as exc:
-            c.reporter.report(messages.NOT_A_RUN.format(path=path, message=exc))
+            c.reporter.note(messages.NOT_A_RUN.format(path=path, message=one_line(exc)))
             return False
         return True
 
@@ -40,7 +41,7 @@ class PathOpener(QObject):
         try:
             runs = open_bundle(path, Path(c.history.runs_dir) / BUNDLES_FOLDER)
         except RecordError as exc:
-            c.reporter.report(messages.BUNDLE_FAILED.format(path=path, message=exc))
+            c.reporter.note(messages.BUNDLE_FAILED.format(path=path, message=one_line(exc)))
             return []
         if self.open_run(runs[0]):
             c.sigMessage.emit(messages.BUNDLE_OPENED.format(name=Path(path).name, count=len(runs),
@@ -68,4 +69,4 @@ class PathOpener(QObject):
         elif kind == "bundle":
             self.open_bundle(path)
         else:
-            c.reporter.report(messages.DROP_UNKNOWN.format(path=path))
+            c.reporter.note(messages.DROP_UNKNOWN.format(path=path))

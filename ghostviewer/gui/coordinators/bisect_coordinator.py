@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.analysis.symptom import Symptom
 from ghostviewer.gui import messages
-from ghostviewer.gui.error_reporter import ErrorReporter
+from ghostviewer.gui.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
@@ -100,7 +100,7 @@ class BisectCoordinator(QObject):
             record = RunRecord(run_dir)
             symptom = Symptom.of_record(record)
         except RecordError as exc:
-            self.reporter.report(messages.NOT_A_RUN.format(path=run_dir, message=exc))
+            self.reporter.note(messages.NOT_A_RUN.format(path=run_dir, message=one_line(exc)))
             return False
         if record.status != "done" or symptom is None:
             self.reporter.report(messages.BISECT_NOTHING.format(run_id=record.run_id, status=record.status))
@@ -225,7 +225,7 @@ class BisectCoordinator(QObject):
             study = StudyRecord(study_dir)
             params, result, runs = study.params, study.result, study.runs()
         except RecordError as exc:
-            self.reporter.report(messages.STUDY_FAILED.format(path=study_dir, message=exc))
+            self.reporter.note(messages.STUDY_FAILED.format(path=study_dir, message=one_line(exc)))
             return False
         self.reset(str(params.get("run_dir") or ""))
         self._show_bad_run()

@@ -90,7 +90,7 @@ class ReplayCoordinator(QObject):
             record = RunRecord(run_dir)
             settings = dict(record.settings) | ({"source": source} if source else {})
         except RecordError as exc:
-            self.reporter.report(messages.NOT_A_RUN.format(path=run_dir, message=exc))
+            self.reporter.note(messages.NOT_A_RUN.format(path=run_dir, message=one_line(exc)))
             return []
         times = max(1, int(times))
         jobs = self.scheduler.submit_many([settings] * times, replay_of=str(record.path))

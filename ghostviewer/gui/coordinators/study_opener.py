@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.gui import messages
 from ghostviewer.gui.coordinators.bisect_coordinator import BisectCoordinator
-from ghostviewer.gui.error_reporter import ErrorReporter
+from ghostviewer.gui.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.models.compare_model import CompareModel
 from ghostviewer.record import RecordError, StudyRecord
 from ghostviewer.record.study_reader import StudyRun
@@ -44,7 +44,7 @@ class StudyOpener(QObject):
             study = StudyRecord(path)
             kind, runs, result = study.kind, study.runs(), study.result
         except RecordError as exc:
-            self.reporter.report(messages.STUDY_FAILED.format(path=path, message=exc))
+            self.reporter.note(messages.STUDY_FAILED.format(path=path, message=one_line(exc)))
             return None
         if kind == "bisect" and self.bisects.show_study(study.path):
             self.viewOpened.emit("bisect")

@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from ghostviewer.analysis.prompt_lists import PromptListError, count_prompt_list
 from ghostviewer.analysis.seeds import SeedSpecError, parse_seeds
-from ghostviewer.gui.error_reporter import ErrorReporter
+from ghostviewer.gui.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.models.sweep_model import SweepModel
 from ghostviewer.record import RecordError
 
@@ -94,7 +94,7 @@ class SweepCoordinator(QObject):
         try:
             self.model.open_study(study_dir)
         except RecordError as exc:
-            self.reporter.report(MESSAGES["not_shown"].format(path=study_dir, message=exc))
+            self.reporter.note(MESSAGES["not_shown"].format(path=study_dir, message=one_line(exc)))
             return False
         return True
 
@@ -102,7 +102,7 @@ class SweepCoordinator(QObject):
         try:
             self.model.open_study(study_dir)
         except RecordError as exc:
-            self.reporter.report(MESSAGES["not_sweep"].format(path=study_dir, message=exc))
+            self.reporter.note(MESSAGES["not_sweep"].format(path=study_dir, message=one_line(exc)))
             return False
         return self._submit({"study_dir": str(study_dir)}, Path(study_dir).name,
                             int(self.model.progress.get("total") or 0))

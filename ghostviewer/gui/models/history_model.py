@@ -2,7 +2,9 @@
 
 A study is one row whose children are its runs (they live in the study's own folder, out of the top level).
 The runs of bug-report bundles opened in the window (extracted into <runs_dir>/bundles/<name>-<time>/runs/<id>)
-are rows too, tagged with their bundle's name.
+are rows too, tagged with their bundle's name. A run (or study) folder that cannot be read — a missing or corrupt
+database — is a row too (BrokenEntry), with the reader's message; a run read but for a part it refused (a final
+image pointing outside its folder) is a run row with that `problem`. Nothing in the runs folder is dropped silently.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
+from ghostviewer.gui.drops import looks_like_run
 from ghostviewer.gui.models.prompt_model import intervention_words
 from ghostviewer.record import RecordError, RunRecord, StudyRecord
 from ghostviewer.record.bundle_format import MANIFEST, README, REPRO, RUNS_FOLDER
+from ghostviewer.record.lock import writer_alive
 
 DB_FILES = ("run.sqlite", "run.sqlite-wal")
 STUDY_DB_FILES = ("study.sqlite", "study.sqlite-wal")
@@ -59,6 +64,7 @@ class RunEntry:
     first_anomaly: dict | None = None
     image: str | None = None  # the final image, for the thumbnail
     bundle: str = ""  # the bug report it came from (its name), for a run opened from a bundle
+    problem: str = ""  # what the reader refused in it, in one line (e.g. its final image outside its folder)
 
     def state(self, live_run: str | None) -> str:
         """What the history shows: the verdict label (with the first anomaly's kind when the image passed
@@ -112,7 +118,36 @@ class StudyEntry:
         return self.status
 
 
-HistoryRow = RunEntry | StudyEntry
+@dataclass(frozen=True)
+class BrokenEntry:
+    """A run or study folder that cannot be read (missing or corrupt database): listed with the reader's message."""
+
+    path: str
+    problem: str  # the reader's message, in one line
+    created: str  # the folder's modification time (ISO), where the history sorts it
+
+    @property
+    def run_id(self) -> str:
+        return Path(self.path).name
+
+    def state(self, _live_run: str | None = None) -> str:
+        return "unreadable"
+
+
+HistoryRow = RunEntry | StudyEntry | BrokenEntry
+
+
+def one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def broken_entry(folder: Path, problem: object) -> BrokenEntry:
+    try:
+        mtime = folder.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    created = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="milliseconds")
+    return BrokenEntry(str(folder), one_line(problem), created)
 
 
 def result_words(result: object) -> str:
@@ -164,14 +199,21 @@ def _stamp(folder: Path, names: tuple[str, ...] = DB_FILES) -> tuple[int, ...]:
 
 def read_entry(folder: Path, bundle: str = "") -> RunEntry:
     record = RunRecord(folder)
-    summary = record.summary()
+    problem = ""
+    try:
+        summary = record.summary()
+    except RecordError as exc:  # the run reads, but not all of it (its final image is refused): listed, with why
+        problem = one_line(exc)
+        settings = record.settings
+        summary = {"prompt": settings.get("prompt"), "seed": settings.get("seed"), "steps": settings.get("steps"),
+                   "status": record.status, "verdict": record.verdict, "first_anomaly": record.first_anomaly}
     verdict = summary.get("verdict") or {}
     anomaly = summary.get("first_anomaly")
     return RunEntry(str(record.path), record.run_id, str(record.created_at or ""), str(summary.get("prompt") or ""),
                     summary.get("seed"), summary.get("steps"), str(summary.get("status")),
                     verdict.get("label") if isinstance(verdict, dict) else None, record.error,
                     tuple(intervention_words(record.settings)), anomaly if isinstance(anomaly, dict) else None,
-                    summary.get("image"), bundle)
+                    summary.get("image"), bundle, problem)
 
 
 def _subfolders(folder: Path) -> list[Path]:
@@ -198,7 +240,8 @@ class HistoryModel(QObject):
         self.runs_dir = Path(runs_dir)
         self.entries: list[RunEntry] = []  # runs only
         self.studies: list[StudyEntry] = []
-        self.rows: list[HistoryRow] = []  # runs and studies together, newest first: what the panel shows
+        self.broken: list[BrokenEntry] = []  # folders that cannot be read, with why
+        self.rows: list[HistoryRow] = []  # runs, studies and unreadable folders, newest first: the panel's rows
         self.live_run: str | None = None
         self._cache: dict[str, tuple[tuple[int, ...], HistoryRow]] = {}
 
@@ -222,22 +265,27 @@ class HistoryModel(QObject):
                 continue  # a bundle holds runs only
             if stamp == (0, 0):
                 reader, stamp = read_study, _stamp(child, STUDY_DB_FILES)
+                if stamp == (0, 0) and not looks_like_run(child):
+                    continue  # neither a run nor a study folder (a run whose database is gone is listed)
                 if stamp == (0, 0):
-                    continue  # neither a run nor a study folder
+                    reader = read_entry  # a run without its database: the reader says so
             cached = self._cache.get(str(child))
             if cached is not None and cached[0] == stamp:
                 row = cached[1]
             else:
                 try:
                     row = reader(child)
-                except (RecordError, OSError):
-                    continue
+                except (RecordError, OSError) as exc:
+                    if writer_alive(child):
+                        continue  # being created right now: the next refresh reads it
+                    row = broken_entry(child, exc)
             cache[str(child)] = (stamp, row)
             rows.append(row)
         rows.sort(key=lambda e: (e.created, e.run_id), reverse=True)
         self._cache, self.rows = cache, rows
         self.entries = [r for r in rows if isinstance(r, RunEntry)]
         self.studies = [r for r in rows if isinstance(r, StudyEntry)]
+        self.broken = [r for r in rows if isinstance(r, BrokenEntry)]
         self.changed.emit()
 
     def entry(self, path: str) -> RunEntry | None:

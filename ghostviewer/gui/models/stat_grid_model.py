@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from ghostviewer.analysis.stat_grid import StatGrid, stat_grid
-from ghostviewer.gui.models.step_data_model import Worker, is_shown, watch_visibility
+from ghostviewer.gui.models.step_data_model import DrawWhenShown, Worker
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.record import RecordError, RunRecord
 
@@ -40,7 +40,6 @@ class StatGridModel(QObject):
         self.anomaly_cell: tuple[int, int] | None = None  # read once per reload, not once per step shown
         self._wanted: GridKey | None = None  # what is being read, or was read last
         self._reading = False
-        self._stale = False  # the run changed while the view was hidden
         self._worker = Worker(1, what="reading the stat grid", parent=self)
         self._worker.answered.connect(self._on_grid)
         self._pending = QTimer(self, singleShot=True, interval=REFRESH_MS)
@@ -48,7 +47,7 @@ class StatGridModel(QObject):
         timeline.runChanged.connect(self.reload)
         timeline.stepsChanged.connect(self._on_steps)
         timeline.statusChanged.connect(lambda: self._on_steps(timeline.count))  # the run's last rows
-        watch_visibility(view, lambda: self.reload() if self._stale else None)
+        self._drawing = DrawWhenShown(view, self._read, stale=False)  # read while on screen, else once back
 
     @property
     def loading(self) -> bool:
@@ -64,10 +63,9 @@ class StatGridModel(QObject):
             self._pending.start()
 
     def reload(self) -> None:
-        if not is_shown(self.view):
-            self._stale = True
-            return
-        self._stale = False
+        self._drawing.changed()
+
+    def _read(self) -> None:
         record = self.timeline.record
         if record is None or self.timeline.live:
             self._wanted, self._reading = None, False

@@ -7,6 +7,8 @@ none of them is on screen (a dock closed or behind another tab) nothing is read,
 asks for the step then (ready()). The attention maps "over the run" are summed as steps pass by and the steps
 never shown are read once per run, in the background. Its Worker (plain functions run off the GUI thread, their
 answers handed back on it) serves the other models that read a record: the stat series and the stat grid.
+DrawWhenShown (draw a view only while it is on screen, else once it is back) and ShownStep (the same for a view
+of the selected step) are the one way views bind to what they show.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, QRunnable, Qt, QThreadPool, Signal, SignalInstance
+from PySide6.QtCore import QEvent, QObject, QRunnable, Qt, QThreadPool, QTimer, Signal, SignalInstance
 from PySide6.QtWidgets import QDockWidget, QWidget
 
 from ghostviewer.gui.attention_data import AttentionRun, read_attention
@@ -76,6 +78,33 @@ class _VisibilityWatch(QObject):
 def watch_visibility(widget: QWidget, on_shown: Callable[[], None]) -> None:
     """Call on_shown whenever `widget` comes (back) on screen, including its dock's tab being raised."""
     _VisibilityWatch(widget, on_shown)
+
+
+class DrawWhenShown(QObject):
+    """A view's drawing, done only while the view is on screen: changed() (something it shows changed) draws
+    now when the view is on screen, else marks it stale, and it is drawn when it comes back (shown, or its dock's
+    tab raised). `stale`: draw at the first showing even if nothing changed before it. `watch`: False when a
+    subclass watches the view itself."""
+
+    def __init__(self, view: QWidget, draw: Callable[[], None], *, stale: bool = True, watch: bool = True) -> None:
+        super().__init__(view)
+        self.view, self._draw, self.stale = view, draw, stale
+        if watch:
+            watch_visibility(view, self._on_shown)
+
+    def changed(self) -> None:
+        if is_shown(self.view):
+            self.draw()
+        else:
+            self.stale = True
+
+    def draw(self) -> None:
+        self.stale = False
+        self._draw()
+
+    def _on_shown(self) -> None:
+        if self.stale:
+            self.draw()
 
 
 def _call(work: Callable[[], Any], what: str) -> Any:
@@ -294,6 +323,31 @@ class StepDataModel(QObject):
     def shutdown(self, timeout_ms: int = 2000) -> None:
         """Drop queued reads and wait for the running ones (before the app quits)."""
         self._worker.shutdown(timeout_ms)
+
+
+class ShownStep(DrawWhenShown):
+    """DrawWhenShown for a view of the selected step (images, feature maps, attention): `data` is the step it
+    shows, or will once on screen; a step the model delivers is a change; a view that comes back asks the model
+    for the step it missed (read then: nothing is read while no view of the model is on screen)."""
+
+    def __init__(self, view: QWidget, model: StepDataModel, draw: Callable[[], None]) -> None:
+        super().__init__(view, draw, watch=False)
+        self.model = model
+        self.data: StepData = NO_STEP
+        model.stepLoaded.connect(self._on_data)
+        model.attach(view, self._on_shown)
+        if is_shown(view):  # drawn from the event loop: the view is still being built
+            QTimer.singleShot(0, self, self._on_shown)
+
+    def _on_data(self, data: StepData) -> None:
+        self.data = data
+        self.changed()
+
+    def _on_shown(self) -> None:
+        data = self.model.ready()
+        if data is not None and (self.stale or data is not self.data):
+            self.data = data
+            self.draw()
 
 
 def _alive(widget: QWidget) -> bool:

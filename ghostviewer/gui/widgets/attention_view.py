@@ -22,9 +22,9 @@ from ghostviewer.gui.attention_data import (
 )
 from ghostviewer.gui.feature_maps import ChannelGrid, channel_grid
 from ghostviewer.gui.models.block_model import BlockModel
-from ghostviewer.gui.models.step_data_model import StepDataModel, is_shown
+from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.step_data import NO_STEP, StepData
+from ghostviewer.gui.step_data import StepData
 from ghostviewer.gui.widgets.image_pane import image_canvas
 
 ALL_LAYERS = "all layers (mean)"
@@ -61,34 +61,19 @@ class AttentionView(QWidget):
         self.lut = pg.colormap.get("inferno").getLookupTable(nPts=256, alpha=False)
         self.maps: np.ndarray | None = None  # (tokens, h, w) shown
         self.tokens: list[tuple[str, int]] = []
-        self.step_data: StepData = NO_STEP  # the step shown (or to show once visible)
-        self._stale = True  # something changed while hidden
         self._tokens_of: tuple[str | None, str] | None = None  # (run, status) the tokens were read for
+        self.shown_step = ShownStep(self, data, self.reload)  # drawn while on screen, else once back on it
+        changed = self.shown_step.changed
         self.canvas.scene().sigMouseMoved.connect(self._on_hover)
-        self.layer.currentTextChanged.connect(lambda _t: self._changed())
-        self.whole_run.toggled.connect(lambda _on: self._changed())
+        self.layer.currentTextChanged.connect(lambda _t: changed())
+        self.whole_run.toggled.connect(lambda _on: changed())
         blocks.moduleSelected.connect(self._on_module)
-        data.stepLoaded.connect(self._on_data)
-        data.runAttentionChanged.connect(lambda: self._changed() if self.whole_run.isChecked() else None)
-        data.attach(self, self._on_shown)
-        if is_shown(self):
-            self._on_shown()
+        data.runAttentionChanged.connect(lambda: changed() if self.whole_run.isChecked() else None)
 
-    def _on_data(self, data: StepData) -> None:
-        self.step_data = data
-        self._changed()
-
-    def _on_shown(self) -> None:
-        data = self.data.ready()
-        if data is not None and (self._stale or data is not self.step_data):
-            self.step_data = data
-            self.reload()
-
-    def _changed(self) -> None:
-        if is_shown(self):
-            self.reload()
-        else:
-            self._stale = True
+    @property
+    def step_data(self) -> StepData:
+        """The step shown (or to show once on screen)."""
+        return self.shown_step.data
 
     def _read_tokens(self) -> None:
         """The prompt's tokens, once per run (and again when its status changes: a live run writes its
@@ -118,7 +103,6 @@ class AttentionView(QWidget):
 
     def reload(self) -> None:
         """Draw this step's maps (or the run's mean) from what the step-data model has read."""
-        self._stale = False
         self._read_tokens()
         tensors = self.step_data.tensors
         if tensors:

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from ghostviewer.analysis.projection import available_methods, project_2d
 from ghostviewer.gui.attention_data import prompt_tokens, tile_label
-from ghostviewer.gui.models.step_data_model import is_shown, watch_visibility
+from ghostviewer.gui.models.step_data_model import DrawWhenShown
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import BACKGROUND
 from ghostviewer.record import RecordError
@@ -95,19 +95,15 @@ class EmbeddingsView(QWidget):
         self._tensors: dict[str, np.ndarray] = {}
         self._tokens: list[tuple[str, int]] = []
         self._read_for: tuple[str | None, str] | None = None  # (run, status) the prompt was read for
-        self._stale = True
-        self.source.currentTextChanged.connect(lambda _t: self._changed())
-        self.method.currentTextChanged.connect(lambda _t: self._changed())
-        timeline.runChanged.connect(self._changed)
-        timeline.statusChanged.connect(self._changed)  # a live run writes its prompt after it opened
-        watch_visibility(self, lambda: self._changed() if self._stale else None)
-        self._changed()
+        self.drawing = DrawWhenShown(self, self._draw)  # drawn while on screen, else once back on it
+        changed = self.drawing.changed
+        self.source.currentTextChanged.connect(lambda _t: changed())
+        self.method.currentTextChanged.connect(lambda _t: changed())
+        timeline.runChanged.connect(changed)
+        timeline.statusChanged.connect(changed)  # a live run writes its prompt after it opened
+        changed()
 
-    def _changed(self) -> None:
-        if not is_shown(self):
-            self._stale = True
-            return
-        self._stale = False
+    def _draw(self) -> None:
         if (self.timeline.run_dir, self.timeline.status) != self._read_for:
             self._on_run()
         else:

@@ -21,9 +21,9 @@ from ghostviewer.gui.feature_maps import (
     histogram,
 )
 from ghostviewer.gui.models.block_model import BlockModel
-from ghostviewer.gui.models.step_data_model import StepDataModel, is_shown
+from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.step_data import NO_STEP, StepData
+from ghostviewer.gui.step_data import StepData
 from ghostviewer.gui.widgets.image_pane import image_canvas
 
 COLORMAPS = ("viridis", "inferno", "CET-D1", "CET-L1")
@@ -65,40 +65,23 @@ class FeatureMapView(QWidget):
         self.fm: np.ndarray | None = None
         self.grid: ChannelGrid | None = None
         self._stats: dict[str, np.ndarray] = {}
-        self.step_data: StepData = NO_STEP  # the step shown (or to show once visible)
-        self._stale = True  # something changed while hidden
-        self.norm.currentTextChanged.connect(lambda _t: self._changed())
-        self.cmap.currentTextChanged.connect(lambda _t: self._changed())
+        self.shown_step = ShownStep(self, data, self.reload)  # drawn while on screen, else once back on it
+        self.norm.currentTextChanged.connect(lambda _t: self.shown_step.changed())
+        self.cmap.currentTextChanged.connect(lambda _t: self.shown_step.changed())
         self.canvas.scene().sigMouseMoved.connect(self._on_hover)
-        blocks.moduleSelected.connect(lambda _m: self._changed())
-        data.stepLoaded.connect(self._on_data)
-        data.attach(self, self._on_shown)
-        if is_shown(self):
-            self._on_shown()
+        blocks.moduleSelected.connect(lambda _m: self.shown_step.changed())
 
     @property
     def captured(self) -> bool:
         return self.fm is not None
 
-    def _on_data(self, data: StepData) -> None:
-        self.step_data = data
-        self._changed()
-
-    def _on_shown(self) -> None:
-        data = self.data.ready()
-        if data is not None and (self._stale or data is not self.step_data):
-            self.step_data = data
-            self.reload()
-
-    def _changed(self) -> None:
-        if is_shown(self):
-            self.reload()
-        else:
-            self._stale = True
+    @property
+    def step_data(self) -> StepData:
+        """The step shown (or to show once on screen)."""
+        return self.shown_step.data
 
     def reload(self) -> None:
         """Draw the module in focus from the step's tensors (already read by the step-data model)."""
-        self._stale = False
         data = self.step_data
         tensors = data.tensors
         available = captured_modules(tensors)

@@ -4,7 +4,9 @@ when the image passed anyway), what it changed in the pipeline (ghost, bypasses)
 anomaly.
 
 A study is a row that expands to its child runs; a child opens like a run row (runSelected with its folder).
-A run from an opened bug-report bundle is a run row tagged "[bundle NAME]".
+A run from an opened bug-report bundle is a run row tagged "[bundle NAME]". A folder that cannot be read is a
+greyed row "⚠ unreadable: …" (the whole message in its tooltip); picking it says the message in the status bar
+(messageRequested) and opens nothing. A run read but for a refused part (its final image) is a run row marked ⚠.
 
 A run row's context menu: Open, Compare with… (the next run clicked in the history is B), Replay, Replay ×5,
 Bisect, Export bug report…; the window connects the requests to the controller's actions. Replay is greyed out,
@@ -31,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from ghostviewer.gui import messages
-from ghostviewer.gui.models.history_model import HistoryModel, RunEntry, StudyChild, StudyEntry
+from ghostviewer.gui.models.history_model import BrokenEntry, HistoryModel, RunEntry, StudyChild, StudyEntry
 from ghostviewer.gui.models.timeline_model import anomaly_words
 
 STATE_COLOURS = {"ok": "#2e7d32", "done": "#2e7d32", "running": "#1565c0", "incomplete": "#ef6c00",
@@ -39,7 +41,9 @@ STATE_COLOURS = {"ok": "#2e7d32", "done": "#2e7d32", "running": "#1565c0", "inco
 BAD_COLOUR = "#c62828"
 WARN_COLOUR = "#a86400"  # the image passed, something inside did not (the verdict badge's "warn")
 PATH_ROLE = Qt.ItemDataRole.UserRole
-KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "run", "study" or "child"
+KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "run", "study", "child" or "broken"
+PROBLEM_ROLE = Qt.ItemDataRole.UserRole + 2  # what cannot be read in the row's folder ("" when nothing)
+UNREADABLE_COLOUR = "#8a8a8a"
 COLUMNS = 6
 THUMB_PX = 24
 BUNDLE_COLOUR = "#6a1b9a"
@@ -94,6 +98,7 @@ class HistoryPanel(QWidget):
         self.refresh_button.clicked.connect(model.refresh)
         self.tree.currentItemChanged.connect(self._on_current)
         self.tree.itemClicked.connect(lambda item, _column: self._picked(item))
+        self.tree.itemActivated.connect(lambda item, _column: self._say_problem(item))  # again, on Enter
         self.tree.customContextMenuRequested.connect(self._menu)
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self.tree, self.cancel_compare,
                   context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
@@ -118,6 +123,8 @@ class HistoryPanel(QWidget):
         for row in self.model.rows:
             if isinstance(row, StudyEntry):
                 item = self._study_item(row)
+            elif isinstance(row, BrokenEntry):
+                item = self._broken_item(row)
             else:
                 item = self._run_item(row)
             self.tree.addTopLevelItem(item)
@@ -144,23 +151,38 @@ class HistoryPanel(QWidget):
         changes = f"[{' · '.join(entry.changes)}] " if entry.changes else ""
         tag = f"[bundle {entry.bundle}] " if entry.bundle else ""
         anomaly = anomaly_words(entry.first_anomaly)
-        item = QTreeWidgetItem([when_words(entry.created), state, str(entry.seed), str(entry.steps),
+        warning = "⚠ " if entry.problem else ""
+        item = QTreeWidgetItem([when_words(entry.created), warning + state, str(entry.seed), str(entry.steps),
                                 tag + changes + entry.prompt, anomaly])
         item.setData(0, PATH_ROLE, entry.path)
         item.setData(0, KIND_ROLE, "run")
+        item.setData(0, PROBLEM_ROLE, entry.problem)
         icon = self.thumbnail(entry.image)
         if icon is not None:
             item.setIcon(0, icon)
         item.setToolTip(0, entry.created)
         origin = f"\nfrom the bug report {entry.bundle} (a read-only copy in {Path(entry.path).parents[1]})"
         item.setToolTip(4, changes + entry.prompt + (origin if entry.bundle else ""))
-        item.setToolTip(1, entry.error or entry.path)
+        item.setToolTip(1, "\n".join(filter(None, (entry.problem, entry.error))) or entry.path)
         item.setToolTip(5, f"first anomaly: {anomaly}" if anomaly else "no anomaly")
         item.setForeground(1, QBrush(QColor(state_colour(state))))
         if entry.changes or entry.bundle:
             item.setForeground(4, QBrush(QColor(WARN_COLOUR if entry.changes else BUNDLE_COLOUR)))
         if anomaly:
             item.setForeground(5, QBrush(QColor(BAD_COLOUR)))
+        return item
+
+    def _broken_item(self, entry: BrokenEntry) -> QTreeWidgetItem:
+        folder = Path(entry.path)
+        short = entry.problem.replace(str(folder.resolve()), folder.name).replace(str(folder), folder.name)
+        item = QTreeWidgetItem([when_words(entry.created), entry.state(), "", "",
+                                messages.HISTORY_UNREADABLE.format(problem=short), ""])
+        item.setData(0, PATH_ROLE, entry.path)
+        item.setData(0, KIND_ROLE, "broken")
+        item.setData(0, PROBLEM_ROLE, entry.problem)
+        for column in range(COLUMNS):
+            item.setForeground(column, QBrush(QColor(UNREADABLE_COLOUR)))
+            item.setToolTip(column, f"{entry.problem}\n{entry.path}")
         return item
 
     def _study_item(self, study: StudyEntry) -> QTreeWidgetItem:
@@ -221,12 +243,19 @@ class HistoryPanel(QWidget):
     def _on_current(self, item: QTreeWidgetItem | None, _previous: QTreeWidgetItem | None) -> None:
         if item is None or self._picked(item):
             return
-        path = str(item.data(0, PATH_ROLE))
-        if item.data(0, KIND_ROLE) == "study":
+        path, kind = str(item.data(0, PATH_ROLE)), item.data(0, KIND_ROLE)
+        if kind == "study":
             item.setExpanded(True)  # a study is opened by looking at its runs
             self.studySelected.emit(path)
-        else:
+        elif kind != "broken":  # nothing of an unreadable folder can be shown: only its problem is said
             self.runSelected.emit(path)
+        self._say_problem(item)
+
+    def _say_problem(self, item: QTreeWidgetItem) -> None:
+        problem = item.data(0, PROBLEM_ROLE)
+        if problem:
+            name = Path(str(item.data(0, PATH_ROLE))).name
+            self.messageRequested.emit(messages.HISTORY_PROBLEM.format(name=name, problem=problem))
 
     # -- Compare with…: the next run clicked is B -------------------------------------------------------
     def begin_compare(self, path: str) -> None:
@@ -240,7 +269,7 @@ class HistoryPanel(QWidget):
 
     def _picked(self, item: QTreeWidgetItem) -> bool:
         """While picking run B: a run (or a study's run) other than A is B (True: the click is used up)."""
-        if self.compare_from is None or item.data(0, KIND_ROLE) == "study":
+        if self.compare_from is None or item.data(0, KIND_ROLE) in ("study", "broken"):
             return False
         path = str(item.data(0, PATH_ROLE))
         if Path(path) == Path(self.compare_from):
@@ -258,6 +287,9 @@ class HistoryPanel(QWidget):
         if item.data(0, KIND_ROLE) == "study":
             menu.addAction("Hide runs" if item.isExpanded() else "Show runs",
                            lambda: item.setExpanded(not item.isExpanded()))
+            return menu
+        if item.data(0, KIND_ROLE) == "broken":
+            menu.addAction("Why is it unreadable?", lambda: self._say_problem(item))
             return menu
         menu.addAction("Open", lambda: self.runSelected.emit(path))
         menu.addAction("Compare with…", lambda: self.begin_compare(path))

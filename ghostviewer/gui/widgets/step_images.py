@@ -1,6 +1,7 @@
 """The images of the selected step: latent channels (colour-mapped), the cheap previews of x_t and of the
 predicted x0, a full VAE decode when asked for, and the final image. Bound to StepDataModel (the step) and
-TimelineModel (the run's final image, read off the GUI thread once per run and status)."""
+TimelineModel (the run's final image, read off the GUI thread once per run and status). A step or final image
+the record cannot give (a garbage tensor file, an image outside the run's folder) is one line under the panes."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QThreadPool, Signal
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QWidget
 
-from ghostviewer.gui.models.step_data_model import StepDataModel, is_shown
+from ghostviewer.gui import messages
+from ghostviewer.gui.error_reporter import one_line
+from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.step_data import NO_STEP, NON_FINITE_RGBA, StepData, channel_mosaic, read_rgb
 from ghostviewer.gui.widgets.image_pane import ImagePane
@@ -24,16 +27,20 @@ PLACES = {"latents": (0, 0, 2), "x_t preview": (0, 1, 1), "predicted x₀": (0, 
 LATENT_COLORMAP = "CET-D1"
 
 
-def read_final(record: RunRecord) -> np.ndarray | None:
-    """The run's final image (a worker thread calls this)."""
+def read_final(record: RunRecord) -> tuple[np.ndarray | None, str]:
+    """The run's final image, or None and why ("" when none is recorded); a worker thread calls this."""
     try:
-        return read_rgb(record.image_path("final"))
-    except RecordError:
-        return None
+        path = record.image_path("final")
+    except RecordError as exc:  # e.g. it points outside the run's folder
+        return None, messages.FINAL_REFUSED.format(message=one_line(exc))
+    image = read_rgb(path)
+    if image is None and path is not None:
+        return None, messages.FINAL_UNREADABLE.format(path=path.relative_to(record.path.resolve()))
+    return image, ""
 
 
 class StepImages(QWidget):
-    _sigFinal = Signal(object, object)  # (run folder, status) it was read for, the image or None
+    _sigFinal = Signal(object, object)  # (run folder, status) it was read for, (the image or None, why not)
 
     def __init__(self, model: TimelineModel, data: StepDataModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -45,20 +52,23 @@ class StepImages(QWidget):
         grid.setSpacing(1)
         for name, (row, col, span) in PLACES.items():
             grid.addWidget(self.panes[name], row, col, span, 1)
+        self.message = QLabel()  # what the record could not give: one line, the whole of it in the tooltip
+        self.message.setStyleSheet("color: #e0a000; padding: 2px 6px")
+        self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)  # never widens the window
+        self.message.hide()
+        grid.addWidget(self.message, 2, 0, 1, 3)
         grid.setColumnStretch(0, 2)
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(2, 1)
         self._final_for: tuple[str, str] | None = None  # (run folder, status) the final image was asked for
         self.final_loading = False
+        self.final_problem = ""  # why the final image is not shown ("" when it is, or none is recorded)
         self.shown: StepData = NO_STEP  # the step drawn now
         self._sigFinal.connect(self._on_final)
         model.runChanged.connect(self._show_final)
         model.statusChanged.connect(self._show_final)
-        data.stepLoaded.connect(self._on_data)
-        data.attach(self, self._on_shown)
         self._show_final()
-        if is_shown(self):
-            self._on_shown()
+        self.shown_step = ShownStep(self, data, lambda: self._show_step(self.shown_step.data))  # on screen only
 
     @property
     def items(self) -> dict[str, pg.ImageItem]:
@@ -67,17 +77,19 @@ class StepImages(QWidget):
     def _set(self, name: str, image: np.ndarray | None, title: str | None = None) -> None:
         self.panes[name].set_image(image, title)
 
-    def _on_shown(self) -> None:
-        data = self.data.ready()
-        if data is not None and data is not self.shown:
-            self._show_step(data)
-
-    def _on_data(self, data: StepData) -> None:
-        if is_shown(self):
-            self._show_step(data)
+    def _say(self) -> None:
+        """The line under the panes: the shown step's and the final image's problems."""
+        step = messages.STEP_UNREADABLE.format(step=self.shown.step, message=one_line(self.shown.error))
+        problems = [step] if self.shown.error else []
+        problems += [self.final_problem] if self.final_problem else []
+        text = " · ".join(problems)
+        self.message.setText(text)
+        self.message.setToolTip(text)
+        self.message.setVisible(bool(text))
 
     def _show_step(self, view: StepData) -> None:
         self.shown = view
+        self._say()
         if view.empty:
             for name in PANES[:4]:
                 self._set(name, None)
@@ -86,7 +98,7 @@ class StepImages(QWidget):
             mosaic, limit = channel_mosaic(view.latents, self.lut)
             self._set("latents", mosaic, f"latents · {view.latents.shape[0]} ch · ±{limit:.3g}")
         else:
-            self._set("latents", None)
+            self._set("latents", None, f"latents · step {view.step} unreadable" if view.error else None)
         self._set("x_t preview", view.latents_preview)
         self._set("predicted x₀", view.x0_preview)
         decoded, title = view.decoded, f"VAE decode · step {view.step}"
@@ -102,25 +114,37 @@ class StepImages(QWidget):
     def _show_final(self) -> None:
         record = self.model.record
         if record is None:
-            self._final_for, self.final_loading = None, False
+            self._final_for, self.final_loading, self.final_problem = None, False, ""
             self._set("final image", None)
+            self._say()
             return
         key = (str(record.path), self.model.status)
         if key == self._final_for:
             return
+        if self._final_for is None or key[0] != self._final_for[0]:  # another run: not the last one's problem
+            self.final_problem = ""
+            self._say()
         self._final_for, self.final_loading = key, True
         QThreadPool.globalInstance().start(lambda: self._read_final(key, record))
 
     def _read_final(self, key: tuple[str, str], record: RunRecord) -> None:
-        image = read_final(record)
+        found = read_final(record)
         try:
-            self._sigFinal.emit(key, image)  # queued to the GUI thread
+            self._sigFinal.emit(key, found)  # queued to the GUI thread
         except RuntimeError:  # the view is gone
             pass
 
-    def _on_final(self, key: Any, image: np.ndarray | None) -> None:
+    def _on_final(self, key: Any, found: tuple[np.ndarray | None, str]) -> None:
         if key != self._final_for:
             return  # another run (or status) was asked for since
+        image, problem = found
         self.final_loading = False
-        pending = image is None and key[1] == "running"
-        self._set("final image", image, "final image (pending)" if pending else "final image")
+        self.final_problem = problem
+        if image is not None:
+            title = "final image"
+        elif problem:
+            title = messages.FINAL_NOT_SHOWN
+        else:
+            title = "final image (pending)" if key[1] == "running" else messages.FINAL_NONE
+        self._set("final image", image, title)
+        self._say()
