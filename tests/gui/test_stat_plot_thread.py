@@ -189,3 +189,20 @@ def test_a_value_with_no_finite_neighbour_is_drawn_as_a_point(qtbot, tmp_path: P
     value = float(y[np.isfinite(y)][0])
     view = plot.plot.getViewBox()
     qtbot.waitUntil(lambda: view.viewRange()[1][0] <= value <= view.viewRange()[1][1])
+
+
+def test_a_plot_whose_every_value_is_nan_says_so(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    import sqlite3
+
+    healthy = write_fake_run(tmp_path / "a", steps=3)
+    broken = write_fake_run(tmp_path / "b", steps=3)
+    with sqlite3.connect(broken / "run.sqlite") as conn:
+        conn.execute("UPDATE stats SET absmax = NULL, min = NULL, max = NULL")
+    plot = make_plot(qtbot, synchronous=True)
+    plot.show()
+    qtbot.waitExposed(plot)
+    plot.timeline.open_run(broken)
+    qtbot.waitUntil(lambda: plot.no_finite.isVisible())
+    assert "NaN" in plot.no_finite.text()
+    plot.timeline.open_run(healthy)
+    qtbot.waitUntil(lambda: not plot.no_finite.isVisible())

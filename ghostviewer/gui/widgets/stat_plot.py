@@ -15,12 +15,27 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QComboBox, QLineEdit, QListWidget, QListWidgetItem, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ghostviewer.gui.models.stat_selection import NO_POINTS, PLOT_STATS, StatSelection, StatSeries
 from ghostviewer.gui.models.timeline_model import TimelineModel
 
 LIVE_REDRAW_MS = 100  # at most ~10 redraws a second while the engine writes the run
+
+
+def no_finite_values(series: Sequence[object]) -> bool:
+    """True when there are recorded values and none of them is finite."""
+    arrays = [np.asarray(values, dtype=np.float64) for values in series]
+    return any(a.size for a in arrays) and not any(np.isfinite(a).any() for a in arrays)
 
 
 def isolated_points(values: object) -> bool:
@@ -65,6 +80,11 @@ class StatPlot(QSplitter):
         self.legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=pg.mkBrush(32, 33, 36, 210))
         self.line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen("#ffca28", width=2))
         self.plot.addItem(self.line)
+        # Said in words when every shown value is NaN/Inf: an empty plot must not look like "nothing recorded".
+        self.no_finite = QLabel("", self.plot)
+        self.no_finite.setStyleSheet("color: #ff6b6b; background: rgba(32, 33, 36, 200); padding: 2px 6px;")
+        self.no_finite.move(60, 8)
+        self.no_finite.hide()
         self.addWidget(side)
         self.addWidget(self.plot)
         self.setStretchFactor(1, 1)
@@ -99,6 +119,14 @@ class StatPlot(QSplitter):
         return not self.series.loading and not self._redraw.isActive()
 
     # -- what changed -----------------------------------------------------------------------------
+    def _say_when_nothing_is_finite(self, modules: Sequence[str], stat: str) -> None:
+        if no_finite_values([self.series.series(m, stat)[1] for m in modules]):
+            self.no_finite.setText(f"every {stat} shown is NaN or Inf — see the heat map (red cells)")
+            self.no_finite.adjustSize()
+            self.no_finite.show()
+        else:
+            self.no_finite.hide()
+
     def _on_run(self) -> None:
         self._fit_y, self._all_dirty = True, True
         if self.timeline.record is None:  # nothing shown: a plain step axis rather than autorange's ±500
@@ -225,6 +253,7 @@ class StatPlot(QSplitter):
                           symbolBrush=pen.color() if alone else None)
         self._all_dirty = False
         self._dirty.clear()
+        self._say_when_nothing_is_finite(wanted, stat)
         if self._fit_y and any(len(self.series.points.get(m, NO_POINTS)[0]) for m in wanted):
             self._fit_y = False  # from now on pyqtgraph follows the data, until the user pans or zooms
             self.plot.enableAutoRange(y=True)
