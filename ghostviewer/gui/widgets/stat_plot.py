@@ -121,7 +121,7 @@ class StatPlot(QSplitter):
     # -- what changed -----------------------------------------------------------------------------
     def _say_when_nothing_is_finite(self, modules: Sequence[str], stat: str) -> None:
         if no_finite_values([self.series.series(m, stat)[1] for m in modules]):
-            self.no_finite.setText(f"every {stat} shown is NaN or Inf — see the heat map (red cells)")
+            self.no_finite.setText(f"all {stat} values NaN/Inf")
             self.no_finite.adjustSize()
             self.no_finite.show()
         else:
