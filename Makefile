@@ -32,6 +32,10 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/demo_speed.py
 	$(BIN)/python benchmarks/trace_overhead.py
 	$(BIN)/python benchmarks/false_alarms.py
+	$(BIN)/python benchmarks/replay_speed.py
+	$(BIN)/python benchmarks/bisect_budget.py
+	$(BIN)/python benchmarks/sweep_throughput.py
+	$(BIN)/python benchmarks/silent_ghosts.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/gui_stall.py
 
 screenshots: $(STAMP)
