@@ -13,7 +13,7 @@ import torch
 from diffusers import StableDiffusionPipeline
 from safetensors.torch import save_file
 
-from ghostviewer.engine import devices, loading
+from ghostviewer.engine import devices, loading, weight_files
 from ghostviewer.engine.devices import resolve_device, resolve_dtype
 from ghostviewer.engine.errors import GhostError, PickleRefused, SourceError
 from ghostviewer.engine.loading import describe_source, load_pipeline
@@ -93,8 +93,8 @@ def test_weight_hashes_are_sha256_prefixes_of_the_files(tiny_sd_dir: Path) -> No
 
 
 def test_large_files_are_fingerprinted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(loading, "LARGE_FILE_BYTES", 64)
-    monkeypatch.setattr(loading, "EDGE_BYTES", 16)
+    monkeypatch.setattr(weight_files, "LARGE_FILE_BYTES", 64)  # read where hash_files lives, not via loading
+    monkeypatch.setattr(weight_files, "EDGE_BYTES", 16)
     a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
     a.write_bytes(b"x" * 16 + b"middle-one" * 10 + b"y" * 16)
     b.write_bytes(b"x" * 16 + b"middle-two" * 10 + b"y" * 16)
