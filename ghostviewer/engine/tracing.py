@@ -24,7 +24,7 @@ from torch import nn
 from ghostviewer.engine.blocks import Depth, iter_modules, phase_of, pipeline_components
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.families.base import token_grid
-from ghostviewer.engine.stats import fingerprint, finish_stats, first_tensor, tensor_stats
+from ghostviewer.engine.stats import finish_stats, first_tensor, stats_and_fingerprint
 from ghostviewer.record import StatRow
 
 
@@ -149,7 +149,7 @@ class Tracer:
         call = self._calls.get(key, 0)
         self._calls[key] = call + 1
         self._pending.append((path, phase, step, call, self._seq, tuple(tensor.shape), _dtype_name(tensor.dtype),
-                              tensor_stats(tensor), fingerprint(tensor)))
+                              *stats_and_fingerprint(tensor)))
         self._seq += 1
         if capture and self._captured(path):
             grid = token_grid(tensor.shape[1], self.latent_hw) if tensor.ndim == 3 and phase == "denoise" else None

@@ -54,6 +54,7 @@ class RunWriter(StoreWriter):
         super().__init__(path, conn, run_id, lock)
         self.run_id = run_id
         self._t0 = time.monotonic()
+        self._shapes: dict[Any, str] = {}
         self._fts = (
             conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (schema.FTS_TABLE,)).fetchone()
             is not None
@@ -91,17 +92,21 @@ class RunWriter(StoreWriter):
 
     def add_stats(self, rows: Iterable[StatRow]) -> None:
         """Add module statistics (buffered until the next step/commit). NaN stats are stored as NULL."""
-        self.conn.executemany(
-            "INSERT INTO stats (phase, step, module, call, seq, shape, dtype, min, max, mean, std, absmax,"
-            " nan_count, inf_count, fp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
+        shapes = self._shapes  # a run has few distinct shapes: each one's JSON is made once
+        values = []
+        for r in rows:
+            key = r.shape if type(r.shape) is tuple else tuple(r.shape)
+            shape = shapes.get(key)
+            if shape is None:
+                shape = shapes[key] = json.dumps([int(d) for d in key])
+            values.append(
                 (
                     r.phase,
                     r.step,
                     r.module,
                     int(r.call),
                     int(r.seq),
-                    json.dumps([int(d) for d in r.shape]),
+                    shape,
                     str(r.dtype),
                     float(r.min),
                     float(r.max),
@@ -112,8 +117,11 @@ class RunWriter(StoreWriter):
                     int(r.inf_count),
                     None if r.fingerprint is None else int(r.fingerprint),
                 )
-                for r in rows
-            ),
+            )
+        self.conn.executemany(
+            "INSERT INTO stats (phase, step, module, call, seq, shape, dtype, min, max, mean, std, absmax,"
+            " nan_count, inf_count, fp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            values,
         )
 
     def _add_file(self, name: str, kind: str, relpath: str, step: int | None) -> None:
