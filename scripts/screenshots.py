@@ -24,7 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, Qt
@@ -201,12 +202,12 @@ def embeddings_shot(window, path: Path) -> None:  # noqa: ANN001
     window.reset_layout()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+@contextmanager
+def demo_window(prefix: str) -> Iterator[tuple[object, object]]:
+    """(app, window): the real main window at SIZE on a display (Xvfb when none), with a fresh settings file and
+    runs folder, its engine started and the demo pipeline loaded; everything is cleaned up afterwards."""
     server = ensure_display()
-    tmp = Path(tempfile.mkdtemp(prefix="ghostviewer-shots-"))
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
     os.environ["GHOSTVIEWER_RUNS_DIR"] = str(tmp / "runs")
     try:
         from ghostviewer.gui.app import application, create_window
@@ -219,6 +220,20 @@ def main() -> int:
         window.show()
         window.state.controller.start_engine()
         wait_until(lambda: window.state.pipeline.status == "loaded", 180, "the demo pipeline to load")
+        yield app, window
+        window.close()
+        app.processEvents()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if server is not None:
+            server.terminate()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    with demo_window("ghostviewer-shots-") as (_app, window):
         args.out.mkdir(parents=True, exist_ok=True)
         welcome_shot(window, args.out / "gui-welcome.png")
         main_shot(window, args.out / "gui-main.png")
@@ -232,14 +247,7 @@ def main() -> int:
             inside_shot(window, args.out / "gui-inside.png")
         attention_shot(window, args.out / "gui-attention.png")
         embeddings_shot(window, args.out / "gui-embeddings.png")
-        window.close()
-        app.processEvents()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if server is not None:
-            server.terminate()
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

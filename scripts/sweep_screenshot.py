@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from screenshots import OUT, SIZE, ensure_display, save, settle, wait_until  # noqa: E402
+from screenshots import OUT, demo_window, save, settle, wait_until  # noqa: E402
 
 PROMPTS = [  # in the demo's words (shapes.py): its colours and shapes
     "a red circle on a blue background",
@@ -57,22 +55,11 @@ def main() -> int:
     parser.add_argument("--seeds", default="0-9")
     parser.add_argument("--ghost", default="nan-latents")
     args = parser.parse_args()
-    server = ensure_display()
-    tmp = Path(tempfile.mkdtemp(prefix="ghostviewer-sweep-shot-"))
-    os.environ["GHOSTVIEWER_RUNS_DIR"] = str(tmp / "runs")
-    try:
-        from ghostviewer.gui.app import application, create_window
-        from ghostviewer.gui.app_settings import AppSettings
+    with demo_window("ghostviewer-sweep-shot-") as (_app, window):
         from ghostviewer.gui.models.sweep_model import FAILED
 
-        app = application()
-        window = create_window(AppSettings(tmp / "settings.ini"), dialogs=False)
-        window.resize(*SIZE)
-        window.move(QPoint(0, 0))
-        window.show()
         state = window.state
-        state.controller.start_engine()
-        wait_until(lambda: state.pipeline.status == "loaded", 180, "the demo pipeline to load")
+        tmp = Path(os.environ["GHOSTVIEWER_RUNS_DIR"]).parent
         window.prompt_panel.steps.setValue(args.steps)
         choose_ghost(window, args.ghost)
         gallery = next(d for d in window.docks if d.windowTitle() == "Sweep gallery")
@@ -110,12 +97,6 @@ def main() -> int:
             print(f"  {100 * rate:3.0f} %  {f}/{total}  {key}")
         by_seed = {str(k): (f, total) for k, f, total, _rate in model.stats.table("seed")}
         print("  failing seeds: " + ", ".join(f"{k} ({f}/{t})" for k, (f, t) in by_seed.items() if f))
-        window.close()
-        app.processEvents()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if server is not None:
-            server.terminate()
     return 0
 
 
