@@ -8,6 +8,11 @@ Stages, each resumable from checkpoints in --work (re-run the same command after
   export   StableDiffusionPipeline.save_pretrained (safetensors) + the fitted latent→RGB preview map
 
 Usage: python scripts/train_demo.py [--out resources/demo-pipeline] [--work scratch/demo-train] [--stage all]
+
+Training further: ``--init-from resources/demo-pipeline`` starts the UNet and text encoder from a saved pipeline
+and keeps its VAE and latent scaling (so its latents mean the same), e.g. with ``--lr 4e-4 --unet-steps 6000``.
+``--stage export`` while the UNet stage is still running exports the EMA weights of its newest checkpoint, so a
+model can be evaluated (scripts/eval_demo.py) without stopping the training.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--init-from", type=Path, help="a saved demo pipeline to continue from (keeps its VAE)")
+    p.add_argument("--keep-position", type=float, default=0.75, help="share of captions that name the position")
     return p.parse_args()
 
 
@@ -84,6 +91,9 @@ def dataset(args: argparse.Namespace) -> tuple[np.ndarray, list[shapes.Scene]]:
 def train_vae(args: argparse.Namespace, images: np.ndarray) -> None:
     final = args.work / "vae.safetensors"
     if final.exists():
+        return
+    if args.init_from is not None:
+        save_file(AutoencoderKL.from_pretrained(args.init_from / "vae").state_dict(), final)
         return
     torch.manual_seed(args.seed)
     vae = AutoencoderKL(**architecture.vae_config())
@@ -134,6 +144,8 @@ def encode_latents(args: argparse.Namespace, images: np.ndarray, scenes: list[sh
         chunks.append(vae.encode(to_tensor(images[i : i + 256])).latent_dist.mean)
     latents = torch.cat(chunks)
     scale = 1.0 / latents.std().item()
+    if args.init_from is not None:  # the UNet being continued was trained on latents at this scale
+        scale = float(AutoencoderKL.load_config(args.init_from / "vae")["scaling_factor"])
     psnr = _vae_psnr(vae, images[:256])
     print(f"latents {tuple(latents.shape)}, std {1 / scale:.3f} → scaling factor {scale:.4f}, VAE PSNR {psnr:.1f} dB")
     save_file({"latents": latents.contiguous(), "scale": torch.tensor([scale])}, final)
@@ -168,6 +180,9 @@ def train_unet(args: argparse.Namespace, scenes: list[shapes.Scene]) -> None:
     text_encoder = text_encoder_for(tokenizer)
     ema_unet = UNet2DConditionModel(**architecture.unet_config())
     ema_text = text_encoder_for(tokenizer)
+    if args.init_from is not None:
+        unet.load_state_dict(load_file(args.init_from / "unet" / "diffusion_pytorch_model.safetensors"))
+        text_encoder.load_state_dict(load_file(args.init_from / "text_encoder" / "model.safetensors"))
     ema_unet.load_state_dict(unet.state_dict())
     ema_text.load_state_dict(text_encoder.state_dict())
     params = list(unet.parameters()) + list(text_encoder.parameters())
@@ -186,6 +201,7 @@ def train_unet(args: argparse.Namespace, scenes: list[shapes.Scene]) -> None:
         zip(text_encoder.parameters(), ema_text.parameters())
     )
     total = args.unet_steps
+    start_of_ema = 0 if args.init_from is None else -1000  # a continued model's EMA starts at full decay
     bar = tqdm(range(start, total), initial=start, total=total, desc="unet+text", unit="step")
     smooth = None
     for step in bar:
@@ -195,7 +211,7 @@ def train_unet(args: argparse.Namespace, scenes: list[shapes.Scene]) -> None:
         caption_rng = random.Random(args.seed * 31 + step)
         for i in index.tolist():
             empty = caption_rng.random() < 0.1
-            captions.append("" if empty else shapes.caption_for(scenes[i], caption_rng))
+            captions.append("" if empty else shapes.caption_for(scenes[i], caption_rng, args.keep_position))
         ids = tokenizer(
             captions, padding="max_length", max_length=tokenizer.model_max_length, truncation=True, return_tensors="pt"
         ).input_ids
@@ -212,7 +228,7 @@ def train_unet(args: argparse.Namespace, scenes: list[shapes.Scene]) -> None:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        decay = min(0.999, (1 + step) / (10 + step))
+        decay = min(0.999, (1 + step - start_of_ema) / (10 + step - start_of_ema))
         with torch.no_grad():
             for p, e in pairs:
                 e.lerp_(p, 1 - decay)
@@ -249,9 +265,17 @@ def export(args: argparse.Namespace, images: np.ndarray) -> None:
     vae = AutoencoderKL(**architecture.vae_config(), scaling_factor=scale)
     vae.load_state_dict(load_file(args.work / "vae.safetensors"))
     text_encoder = text_encoder_for(tokenizer)
-    text_encoder.load_state_dict(load_file(args.work / "text_ema.safetensors"))
     unet = UNet2DConditionModel(**architecture.unet_config())
-    unet.load_state_dict(load_file(args.work / "unet_ema.safetensors"))
+    if (args.work / "unet_ema.safetensors").exists():
+        text_encoder.load_state_dict(load_file(args.work / "text_ema.safetensors"))
+        unet.load_state_dict(load_file(args.work / "unet_ema.safetensors"))
+    else:  # the UNet stage is still running: its newest checkpoint's EMA weights
+        ckpt = load_checkpoint(args.work / "unet.ckpt")
+        if ckpt is None:
+            raise SystemExit(f"nothing to export: no UNet weights or checkpoint in {args.work}")
+        text_encoder.load_state_dict(ckpt["ema_text"])
+        unet.load_state_dict(ckpt["ema_unet"])
+        print(f"exporting the EMA weights of the checkpoint at step {ckpt['step']}")
     pipe = StableDiffusionPipeline(
         vae=vae.eval(),
         text_encoder=text_encoder.eval(),

@@ -53,7 +53,7 @@ def _txt(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
 
 
 def _csv(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
-    reader = csv.DictReader(handle)
+    reader = csv.DictReader(handle, strict=True)  # an unterminated quote is an error, not a prompt to EOF
     try:
         if "prompt" not in (reader.fieldnames or []):
             raise PromptListError(f"{name} line 1: no 'prompt' column")
@@ -62,6 +62,8 @@ def _csv(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
                 raise PromptListError(f"{name} line {reader.line_num}: more cells than columns")
             yield _clean(row, f"{name} line {reader.line_num}")
     except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            raise PromptListError(f"{name}: a quote opened after line {reader.line_num} is never closed") from exc
         raise PromptListError(f"{name} line {reader.line_num}: {exc}") from exc
 
 

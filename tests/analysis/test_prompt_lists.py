@@ -37,6 +37,7 @@ def test_every_format_reads_the_same_entries(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("name", "text", "message"), [
     ("bad.csv", "prompt,seed\nfine,1\nbroken,x\n", "bad.csv line 3: seed 'x' is not a valid int"),
     ("bad2.csv", "text,seed\nfine,1\n", "bad2.csv line 1: no 'prompt' column"),
+    ("bad3.csv", 'prompt,seed\nfine,1\n"unterminated,3\n', "bad3.csv: a quote opened after line 2 is never closed"),
     ("bad.jsonl", '{"prompt": "a"}\n\n{"prompt": "b",\n', "bad.jsonl line 3: not valid JSON"),
     ("bad2.jsonl", '{"prompt": "a"}\n{"text": "b"}\n', "bad2.jsonl line 2: each entry needs a 'prompt'"),
     ("bad.json", '[\n  "a",\n  {"prompt": "b", "steps": 2.5}\n]', "bad.json line 3 (entry 2): steps 2.5"),
