@@ -112,9 +112,9 @@ def build_interventions(loaded: LoadedPipeline, settings: RunSettings) -> list[A
     for bypass in bypasses:
         bypass.check(loaded.pipe)
     bridge = [DtypeBridge()] if DtypeBridge.needed(loaded.pipe) else []
-    # Bypasses before faults: both prepend their output hooks, so the fault (applied later) runs first and the
-    # bypass then replaces the faulty output. The other way round, bypassing a block would not remove a fault
-    # hooked on that very block (fp16-vae-overflow), and bisection could never name it.
+    # Faults prepend their output hooks and a bypass appends its own, so on a block that has both the fault runs
+    # first and the bypass then replaces the faulty output. The other way round, bypassing a block would not
+    # remove a fault hooked on that very block (fp16-vae-overflow), and bisection could never name it.
     return [*bridge, *bypasses, *[make_fault(name) for name in settings.faults]]
 
 
@@ -335,7 +335,9 @@ def _record_run(
         {"callback_on_step_end": on_step_end, "callback_on_step_end_tensor_inputs": ["latents"]} if callback else {}
     )
     probes = PipelineProbes(on_x0=on_x0, on_initial=on_initial, on_step=None if callback else on_scheduler_step)
-    with torch.inference_mode(), tracer.hooks(), applied([*interventions, *attention, probes, *judge.hooks], ctx):
+    # The tracer's hooks go on last, so it records what each module hands on: after faults, the user's own
+    # hooks and bypasses (bypass.py) have had their say.
+    with torch.inference_mode(), applied([*interventions, *attention, probes, *judge.hooks], ctx), tracer.hooks():
         for note in ctx.notes:
             writer.event("fault", note, level="warning")
         tracer.step = 0

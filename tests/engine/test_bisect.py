@@ -174,11 +174,12 @@ def test_patching_an_upstream_block_does_not_heal(demo_loaded, runs_dir: Path) -
     assert_no_leftovers(demo_loaded.pipe)
 
 
-def test_api_bisect_with_a_pipeline_the_user_patched(demo_loaded, runs_dir: Path) -> None:
+@pytest.mark.parametrize("hooked", ["unet.mid_block.resnets.1.conv2", "unet.mid_block.resnets.1"])
+def test_api_bisect_with_a_pipeline_the_user_patched(demo_loaded, runs_dir: Path, hooked: str) -> None:
+    """The user's NaN hook sits inside the culprit block, or on the block itself: a bypass of the block must
+    silence a hook on the block too, or the block could never be named."""
     pipe = demo_loaded.pipe
-    handle = resolve_module(pipe, "unet.mid_block.resnets.1.conv2").register_forward_hook(
-        lambda _m, _a, out: out + float("nan")
-    )
+    handle = resolve_module(pipe, hooked).register_forward_hook(lambda _m, _a, out: out + float("nan"))
     try:
         bad = api.run(pipe, "a blue square on a white background", steps=4, runs_dir=runs_dir)
         assert bad["first_anomaly"]["module"].startswith("unet.mid_block")

@@ -6,7 +6,8 @@ and the first resnet of a wider level) gets the documented substitute "zero resi
 path runs, `conv_shortcut(input) / output_scale_factor`, as if its residual branch had output zeros. Other
 blocks (whole down/up blocks, samplers, convolutions) are refused with a message naming bypassable ones inside.
 The block still runs and its output is replaced, so the module's return convention (tensor, tuple, output
-dataclass) is kept whatever it is. Dual-stream blocks (SD3, Flux: `(encoder_hidden, hidden)`) pass both streams
+dataclass) is kept whatever it is; the replacement comes after every other hook on the block, so a user's hook
+on a bypassed block is silenced with it. Dual-stream blocks (SD3, Flux: `(encoder_hidden, hidden)`) pass both streams
 through, as SD3's own `skip_layers` does; the family adapter knows which is which.
 """
 
@@ -99,8 +100,10 @@ class Bypass:
                 source = block.conv_shortcut(source.contiguous()) / block.output_scale_factor
             return _replace_main_output(output, source)
 
-        # Prepended so the tracer's hook on the same module sees the bypassed output.
-        self._handle = module.register_forward_hook(hook, with_kwargs=True, prepend=True)
+        # Appended: it runs after the hooks already on the block (a fault's, prepended; the user's own), so a
+        # bypassed block hands on its input whatever those did to its output. The tracer hooks on afterwards
+        # (runner.py) and records the bypassed output.
+        self._handle = module.register_forward_hook(hook, with_kwargs=True)
 
     def remove(self) -> None:
         if self._handle is not None:
