@@ -350,6 +350,7 @@ PROMPT_LISTS: dict[str, tuple[str, bytes]] = {
     "csv-bad-seed": ("list.csv", b"prompt,seed\na,seven\n"),
     "csv-bad-steps": ("list.csv", b"prompt,steps\na,0.5\n"),
     "csv-guidance-nan": ("list.csv", b"prompt,guidance\na red circle,nan\n"),
+    "csv-unclosed-quote": ("list.csv", b'prompt\n"a red circle\n'),  # not a prompt running to the end of the file
     "json-invalid": ("list.json", b'[{"prompt": "a"'),
     "json-not-a-list": ("list.json", b'{"prompt": "a"}'),
     "json-number-entries": ("list.json", b"[1, 2, 3]"),
@@ -360,7 +361,6 @@ PROMPT_LISTS: dict[str, tuple[str, bytes]] = {
     "unknown-suffix": ("list.yaml", b"- a red circle\n"),
 }
 LEGAL_LISTS: dict[str, tuple[str, bytes]] = {  # odd, but they parse: a clean result
-    "csv-unclosed-quote": ("list.csv", b'prompt\n"a red circle\n'),  # Python's csv reads it to the end
     "csv-nul-in-prompt": ("list.csv", b"prompt\na\x00b\n"),
     "empty-txt": ("list.txt", b"# only a comment\n\n"),  # a sweep of nothing
 }
@@ -376,6 +376,8 @@ def test_malformed_prompt_lists_are_refused(case: str, corpus: dict[str, Path], 
                     capsys, corpus)  # the archive is untouched: no sweep study was created
     if case == "csv-guidance-nan":  # refused up front, naming the entry, not when its run starts
         assert "list.csv entry 1: guidance must be a number from 0 to 100, not nan" in line
+    if case == "csv-unclosed-quote":
+        assert "list.csv: a quote opened after line 1 is never closed" in line
 
 
 @pytest.mark.parametrize("case", sorted(LEGAL_LISTS))
