@@ -28,17 +28,22 @@ def test_grid_has_captions_under_images() -> None:
 
 
 @pytest.fixture(scope="module")
-def held_out_result() -> dict:
+def demo_pipe():  # noqa: ANN201
     if not (DEMO_PIPELINE / "model_index.json").exists():
         pytest.skip(f"demo pipeline not trained: {DEMO_PIPELINE} missing (scripts/train_demo.py makes it)")
     diffusers = pytest.importorskip("diffusers")
-    from ghostviewer.demo.evaluate import evaluate_demo
-
     pipe = diffusers.DiffusionPipeline.from_pretrained(DEMO_PIPELINE)
     pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+@pytest.fixture(scope="module")
+def held_out_result(demo_pipe) -> dict:  # noqa: ANN001
+    from ghostviewer.demo.evaluate import evaluate_demo
+
     combos = shapes.held_out_combos()
     assert len(combos) >= 24
-    return evaluate_demo(pipe, combos, seeds=SEEDS, steps=20)
+    return evaluate_demo(demo_pipe, combos, seeds=SEEDS, steps=20)
 
 
 @pytest.mark.slow
@@ -57,3 +62,37 @@ def test_held_out_images_are_not_ghosts(held_out_result: dict) -> None:
     assert held_out_result["bad_verdicts"] == 0, [
         (row["prompt"], row["seed"], row["verdict"]) for row in rows if row["verdict"] != "ok"
     ]
+
+
+@pytest.mark.slow
+def test_held_out_shapes_and_positions(held_out_result: dict) -> None:
+    """The shape and the named position are drawn, on caption combinations training never saw."""
+    r = held_out_result
+    wrong_place = [(row["prompt"], row["seed"], row["read_position"]) for row in r["rows"] if not row["position_ok"]]
+    assert r["shape_accuracy"] >= 0.75, r["shape_by_kind"]
+    assert r["position_accuracy"] >= 0.60, wrong_place
+
+
+@pytest.mark.slow
+def test_without_a_position_word_the_seed_changes_the_drawing(demo_pipe) -> None:  # noqa: ANN001
+    """No position word: the seed moves the shape (it stays near the centre — classifier-free guidance seeks the
+    most common placement, and the centre is that — but not at one spot) and changes its outline."""
+    import numpy as np
+    import torch
+
+    from ghostviewer.demo.evaluate import foreground_mask, to_uint8
+
+    seeds = range(8)
+    with torch.no_grad():
+        images = demo_pipe(["a yellow square on a purple background"] * len(seeds), num_inference_steps=20,
+                           output_type="np", generator=[torch.Generator().manual_seed(s) for s in seeds]).images
+    centres, masks = [], []
+    for image in images:
+        mask = foreground_mask(to_uint8(image), "purple")
+        ys, xs = np.nonzero(mask)
+        assert len(xs) > 40, "no shape drawn"
+        centres.append((xs.mean() / 64, ys.mean() / 64))
+        masks.append(mask)
+    spread = np.ptp(np.array(centres), axis=0)
+    assert spread.max() > 0.05, centres  # a few pixels at least, not one placement for every seed
+    assert len({mask.tobytes() for mask in masks}) == len(seeds)  # every seed draws its own outline
