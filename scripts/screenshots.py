@@ -6,7 +6,9 @@
 - gui-vae.png        fp16-vae-overflow in float32: "ok · overflow", the heat map's dec column outlined;
 - gui-inside.png     the short-prompt ghost: Blocks with its culprit marked and bypassed, heat map, feature maps;
 - gui-attention.png  cross-attention per prompt token over the run;
-- gui-embeddings.png prompt embeddings in 2-D and the run's searchable event log.
+- gui-embeddings.png prompt embeddings in 2-D and the run's searchable event log;
+- gui-compare.png    Replay ×2 of an unseeded-noise run: not reproduced, the comparison at the first divergence;
+- gui-bisect.png     bisection of the short-prompt ghost: the trail, the culprit selected in Blocks and heat map.
 
 Each PNG is kept under 250 KB (a 256-colour palette when needed). Run under a real X server (Xvfb) so fonts
 and styles are the ones users see:
@@ -202,6 +204,32 @@ def embeddings_shot(window, path: Path) -> None:  # noqa: ANN001
     window.reset_layout()
 
 
+def compare_shot(window, path: Path) -> None:  # noqa: ANN001
+    """unseeded-noise: the run, then Replay ×2 — neither reproduces; the Compare dock opens where they part."""
+    state = window.state
+    c = state.controller
+    run_and_wait(window, prompt="a red circle on a blue background", seed=4, seed_locked=True, steps=20,
+                 fault="unseeded-noise")
+    state.prompt.update(fault="")
+    c.replay(times=2)
+    wait_until(lambda: c.compare.comparison is not None, 180, "the comparison of the replays")
+    settle(window, 1.5)
+    shoot(window, path)
+
+
+def bisect_shot(window, path: Path) -> None:  # noqa: ANN001
+    """short-prompt-attention on "red circle": Bisect by bypass (Ctrl+B) — the trail ends on the culprit."""
+    state = window.state
+    run_and_wait(window, prompt="red circle", seed=7, seed_locked=True, steps=10, fault="short-prompt-attention")
+    state.prompt.update(fault="")
+    assert state.controller.bisect(), "the bisection did not start"
+    bisects = state.controller.bisects
+    wait_until(lambda: bisects.state == "idle", 300, "the bisection")
+    docks(window)["Heat map"].raise_()
+    settle(window, 1.5)
+    shoot(window, path)
+
+
 @contextmanager
 def demo_window(prefix: str) -> Iterator[tuple[object, object]]:
     """(app, window): the real main window at SIZE on a display (Xvfb when none), with a fresh settings file and
@@ -243,7 +271,10 @@ def main() -> int:
         if "fp16-vae-overflow" in faults:
             vae_shot(window, args.out / "gui-vae.png")
         window.state.prompt.update(fault="")
+        if "unseeded-noise" in faults:  # before the shots that move docks about: Qt leaves stray tab bars
+            compare_shot(window, args.out / "gui-compare.png")
         if "short-prompt-attention" in faults:
+            bisect_shot(window, args.out / "gui-bisect.png")
             inside_shot(window, args.out / "gui-inside.png")
         attention_shot(window, args.out / "gui-attention.png")
         embeddings_shot(window, args.out / "gui-embeddings.png")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -203,6 +203,7 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(0, 0)  # the layout's own minimum again (see __init__)
         if first:
             default_dock_sizes(self)  # at the size the window is shown at
+            QTimer.singleShot(0, lambda: hide_stray_tab_bars(self))  # the bars of the groups built one by one
             self._default_layout = self.saveState(LAYOUT_VERSION)
             if self._saved_layout is not None:
                 self.restoreState(self._saved_layout, LAYOUT_VERSION)  # refused when of another version
@@ -214,6 +215,7 @@ class MainWindow(QMainWindow):
         if self._default_layout is not None:
             self.restoreState(self._default_layout, LAYOUT_VERSION)
             hide_stray_tab_bars(self)
+            QTimer.singleShot(0, lambda: hide_stray_tab_bars(self))  # and those the next layout pass leaves
 
     def _tabify_default(self) -> None:
         """The default tab groups, at the first show (a dock a saved layout does not know stays in them)."""
