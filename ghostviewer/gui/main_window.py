@@ -203,7 +203,7 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(0, 0)  # the layout's own minimum again (see __init__)
         if first:
             default_dock_sizes(self)  # at the size the window is shown at
-            QTimer.singleShot(0, lambda: hide_stray_tab_bars(self))  # the bars of the groups built one by one
+            QTimer.singleShot(0, self, lambda: hide_stray_tab_bars(self))  # the bars of the groups built one by one
             self._default_layout = self.saveState(LAYOUT_VERSION)
             if self._saved_layout is not None:
                 self.restoreState(self._saved_layout, LAYOUT_VERSION)  # refused when of another version
@@ -215,7 +215,7 @@ class MainWindow(QMainWindow):
         if self._default_layout is not None:
             self.restoreState(self._default_layout, LAYOUT_VERSION)
             hide_stray_tab_bars(self)
-            QTimer.singleShot(0, lambda: hide_stray_tab_bars(self))  # and those the next layout pass leaves
+            QTimer.singleShot(0, self, lambda: hide_stray_tab_bars(self))  # and those the next layout pass leaves
 
     def _tabify_default(self) -> None:
         """The default tab groups, at the first show (a dock a saved layout does not know stays in them)."""

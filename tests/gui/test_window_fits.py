@@ -42,6 +42,16 @@ def test_every_control_is_reachable_on_a_laptop_screen(window, qtbot, size: tupl
     assert dock(window, "Heat map").width() >= 400 and dock(window, "Prompt").width() >= 260
 
 
+def test_no_tab_bar_of_a_former_group_after_the_first_show(window, qtbot) -> None:  # noqa: ANN001
+    """The default groups are built one dock at a time; Qt leaves the bars of the smaller groups on screen
+    (e.g. "Heat map | Feature maps" over the heat map) unless they are hidden once the layout has settled."""
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    QApplication.processEvents()
+    assert hide_stray_tab_bars(window) == 0
+
+
 def test_reset_layout_puts_every_dock_back(window, qtbot) -> None:  # noqa: ANN001
     window.resize(1366, 768)
     window.show()
