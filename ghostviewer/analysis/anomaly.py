@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from ghostviewer.analysis.baseline import Baseline
-from ghostviewer.record import StatRow
+from ghostviewer.record import StatColumns, StatRow
 from ghostviewer.record.types import FP16_MAX
 
 COLLAPSE_RATIO = 1e-4
@@ -44,33 +44,55 @@ class AnomalyDetector:
         self._drift: tuple[float, str] | None = None
 
     def classify(self, row: StatRow) -> str | None:
-        if row.nan_count:
+        return self._kind(row.phase, row.step, row.module, row.call, row.shape, row.nan_count, row.inf_count,
+                          row.mean, row.std, row.absmax)
+
+    def _kind(self, phase: str, step: int | None, module: str, call: int, shape: tuple[int, ...], nans: int,
+              infs: int, mean: float, std: float, absmax: float) -> str | None:
+        """The anomaly kind of one output, field by field (the module's first healthy reading is remembered)."""
+        if nans:
             return "nan"
-        if row.inf_count:
+        if infs:
             return "inf"
-        if row.absmax > FP16_MAX:
+        if absmax > FP16_MAX:
             return "overflow"
-        reference = self._reference.setdefault(row.module, (row.std, row.absmax))
-        if _numel(row.shape) > 1 and row.std == 0.0:
+        ref_std, ref_absmax = self._reference.setdefault(module, (std, absmax))
+        if (std == 0.0 and _numel(shape) > 1) or (ref_std > 0 and std < COLLAPSE_RATIO * ref_std):
             return "collapse"
-        ref_std, ref_absmax = reference
-        if ref_std > 0 and row.std < COLLAPSE_RATIO * ref_std:
-            return "collapse"
-        if row.absmax > EXPLODE_FLOOR and row.absmax > EXPLODE_RATIO * max(ref_absmax, 1e-12):
+        if absmax > EXPLODE_FLOOR and absmax > EXPLODE_RATIO * max(ref_absmax, 1e-12):
             return "explode"
         if self.baseline is not None:
-            channels = self.channel_means.get((row.phase, row.module)) if row.step is None else None
-            self._drift = self.baseline.drift(row, channels)
+            channels = self.channel_means.get((phase, module)) if step is None else None
+            self._drift = self.baseline.drift_of(phase, step, module, call, shape, (mean, std, absmax), channels)
             if self._drift is not None:
                 return "drift"
         return None
 
     def feed(self, rows: Iterable[StatRow]) -> dict[str, object] | None:
         """Check rows (in execution order); remember and return the first anomaly seen so far."""
+        if self.first is not None:
+            return self.first
         for row in rows:  # the tracer hands rows over in execution (seq) order
             kind = self.classify(row)
-            if kind and self.first is None:
-                self.first = {"phase": row.phase, "step": row.step, "module": row.module, "kind": kind}
-                if kind == "drift" and self._drift is not None:
-                    self.first.update(z=round(self._drift[0], 2), stat=self._drift[1])
+            if kind:
+                return self._found(row.phase, row.step, row.module, kind)
+        return None
+
+    def feed_columns(self, c: StatColumns) -> dict[str, object] | None:
+        """feed() for a step's columns (execution order): the same checks and result without an object per
+        output — this runs for every output of every traced run."""
+        if self.first is not None:
+            return self.first
+        kind_of = self._kind
+        for i, fields in enumerate(zip(c.phase, c.step, c.module, c.call, c.shape, c.nan_count, c.inf_count, c.mean,
+                                       c.std, c.absmax, strict=True)):
+            kind = kind_of(*fields)
+            if kind:
+                return self._found(c.phase[i], c.step[i], c.module[i], kind)
+        return None
+
+    def _found(self, phase: str, step: int | None, module: str, kind: str) -> dict[str, object]:
+        self.first = {"phase": phase, "step": step, "module": module, "kind": kind}
+        if kind == "drift" and self._drift is not None:
+            self.first.update(z=round(self._drift[0], 2), stat=self._drift[1])
         return self.first

@@ -122,10 +122,14 @@ class Baseline:
         return step_bucket(step, self._steps, self.buckets)
 
     def _entry(self, row: StatRow) -> tuple[Any, ...] | None:
-        if row.call != 0:
+        return self._entry_of(row.phase, row.step, row.module, row.call, row.shape)
+
+    def _entry_of(self, phase: str, step: int | None, module: str, call: int,
+                  shape: tuple[int, ...]) -> tuple[Any, ...] | None:
+        if call != 0:
             return None
-        entry = self._limits.get((row.phase, self.bucket(row.step), row.module))
-        if entry is None or entry[0] != row.shape:
+        entry = self._limits.get((phase, self.bucket(step), module))
+        if entry is None or entry[0] != shape:
             return None
         return entry
 
@@ -133,13 +137,22 @@ class Baseline:
         """(z, statistic) when the row's stats — or, given for an encode/decode row, its per-channel means
         ('channel_mean[c]', or 'channel_residual' off their healthy subspace) — leave the envelope by more than
         the margin; else None."""
-        entry = self._entry(row)
+        return self.drift_of(row.phase, row.step, row.module, row.call, row.shape, (row.mean, row.std, row.absmax),
+                             channel_means)
+
+    def drift_of(self, phase: str, step: int | None, module: str, call: int, shape: tuple[int, ...],
+                 values: tuple[float, float, float], channel_means: Sequence[float] | None = None,
+                 ) -> tuple[float, str] | None:
+        """drift() for one output given field by field (values: mean, std, absmax): no row object needed."""
+        entry = self._entry_of(phase, step, module, call, shape)
         if entry is None:
             return None
         _, lower, upper, env = entry
-        worst = _worst((row.mean, row.std, row.absmax), lower, upper, env, STATS)
+        mean, std, top = values
+        inside = lower[0] <= mean <= upper[0] and lower[1] <= std <= upper[1] and lower[2] <= top <= upper[2]
+        worst = None if inside else _worst(values, lower, upper, env, STATS)
         if worst is None and channel_means is not None:
-            worst = self.channel_drift(row.phase, row.module, channel_means)
+            worst = self.channel_drift(phase, module, channel_means)
         return worst
 
     def channel_drift(self, phase: str, module: str, channel_means: Sequence[float]) -> tuple[float, str] | None:

@@ -1,6 +1,6 @@
 """Comparing two recorded runs: where they first diverge, module by module and step by step, and by how much.
 
-Every traced output is recorded with its statistics and a fingerprint (the sum of its bit patterns), so two
+Every traced output is recorded with its statistics and a fingerprint (the sum of its bit patterns, mod 2**32), so two
 outputs are *the same* when shape, dtype, fingerprint and statistics all match — bit-identical in practice, not
 "close". Outputs are matched by (phase, step, module, call) and visited in the first run's execution order, so
 the first divergence is the earliest output that differs: for a block that adds unseeded noise it is that block,
@@ -18,9 +18,11 @@ import numpy as np
 from PIL import Image
 
 from ghostviewer.record import RunRecord, StatRow
+from ghostviewer.record.types import same_fingerprint
 
 Key = tuple[str, int | None, str, int]  # (phase, step, module, call)
 _COMPARED = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count")
+_EXACT = ("min", "max", "absmax", "nan_count", "inf_count")  # the same whichever way a version reduces
 # Settings that say how a run was made but not what it computes: never reported as a difference.
 _IGNORED_SETTINGS = frozenset({"source"})
 
@@ -41,9 +43,12 @@ def rows_differ(a: StatRow, b: StatRow) -> str | None:
         return "shape"
     if a.dtype != b.dtype:
         return "dtype"
-    if a.fingerprint is not None and b.fingerprint is not None and a.fingerprint != b.fingerprint:
+    fingerprints = a.fingerprint is not None and b.fingerprint is not None
+    if fingerprints and not same_fingerprint(a.fingerprint, b.fingerprint):  # type: ignore[arg-type]
         return "fingerprint"
-    for name in _COMPARED:
+    # With equal fingerprints the bits are the same: mean and std could then differ only in how a GhostViewer
+    # version summed them (its last float32 bits), which says nothing about the run.
+    for name in _EXACT if fingerprints else _COMPARED:
         if not _same_value(float(getattr(a, name)), float(getattr(b, name))):
             return name
     return None

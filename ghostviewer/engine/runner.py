@@ -171,14 +171,14 @@ def _execute(
     started = time.perf_counter()
 
     def commit_rows() -> tuple[Future[Any], dict[str, np.ndarray]]:
-        """Hand what the hooks queued to the recorder thread, which turns it into rows, feeds the anomaly
+        """Hand what the hooks queued to the recorder thread, which turns it into columns, feeds the anomaly
         detector and stores them; returns (the first anomaly once done, the feature maps)."""
         batch = tracer.take()
 
         def store(w: RunWriter) -> dict[str, Any] | None:
-            rows = Tracer.harvest(batch).rows
-            detector.feed(rows)
-            w.add_stats(rows)
+            columns = Tracer.harvest(batch).columns
+            detector.feed_columns(columns)
+            w.add_stats(columns)
             return detector.first
 
         return writer.submit(store), batch.feature_maps

@@ -11,22 +11,28 @@ more than ~1e3 times its std. Values are over all elements, so a tensor holding 
 Small CPU tensors (most block outputs of a small model) go through numpy on a zero-copy view: a reduction there
 costs ~1 µs against torch's ~3 µs per op, which is most of a hook's cost at these sizes. Only finite tensors of
 moderate magnitude take that path (no float warnings from numpy); the rest, and large tensors, where torch's
-threaded kernels win, stay on torch. Either way a given tensor always gets the same values.
+threaded kernels win, stay on torch. Either way a given tensor always gets the same values. On that path the sum
+is a BLAS dot with a vector of ones and the fingerprint a sum in int32 (wrapping): each ~2.5x faster than numpy's
+own float32 sum and int64 accumulation (32k elements: 1.8 against 5.2 µs, 2.7 against 8.1 µs).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
+
+from ghostviewer.record.types import wrap_fingerprint
 
 FP16_MAX = 65504.0
 RAW_FIELDS = ("min", "max", "sum", "sumsq", "nan_count", "inf_count")
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _NUMPY_MAX_NUMEL = 1 << 15  # above this, torch's threaded CPU reductions beat numpy's lower per-call cost
 _NUMPY_MAX_ABS = 1e16  # below this, the sum of squares of up to _NUMPY_MAX_NUMEL floats cannot overflow float32
-_INT64 = np.dtype(np.int64)
+_INT32 = np.dtype(np.int32)
+_ONES = np.ones(_NUMPY_MAX_NUMEL, np.float32)  # sum(a) as dot(a, ones): BLAS beats numpy's pairwise sum
 
 
 def first_tensor(value: object) -> torch.Tensor | None:
@@ -49,17 +55,22 @@ def first_tensor(value: object) -> torch.Tensor | None:
 
 @torch.no_grad()
 def fingerprint(x: torch.Tensor) -> torch.Tensor | int | None:
-    """The sum of the tensor's bit patterns read as integers: changes when any element changes by one bit (two
-    changes cancelling exactly aside), so with the float sum it tells "bit-identical" from "close" at the cost of
-    one more reduction. A 0-d device tensor on accelerators (gathered with the step), an int on the CPU."""
+    """The sum of the tensor's bit patterns read as integers, wrapping at 32 bits (signed): changes when any
+    element changes by one bit (two changes cancelling exactly aside), so with the float sum it tells
+    "bit-identical" from "close" at the cost of one more reduction. A 0-d device tensor on accelerators (gathered
+    with the step), an int on the CPU."""
     bits = _BITS.get(x.element_size())
     if bits is None or x.is_complex():
         return None
     flat = x.detach().contiguous().reshape(-1)
     if flat.numel() == 0:
         return 0
-    total = flat.view(bits).sum(dtype=torch.int64)
-    return int(total) if flat.device.type == "cpu" else total
+    ints = flat.view(bits)
+    # Integer addition wraps the same whatever the order, so every path (numpy, torch, any device) agrees.
+    total = ints.sum(dtype=torch.int64) if bits is torch.int64 else ints.sum(dtype=torch.int32)
+    if flat.device.type != "cpu":
+        return total.to(torch.int64)  # one dtype for the step's stack; wrapped when gathered
+    return wrap_fingerprint(int(total))
 
 
 @torch.no_grad()
@@ -94,33 +105,38 @@ def stats_and_fingerprint(x: torch.Tensor) -> tuple[torch.Tensor | list[float], 
         if arr is not None:
             lo, hi = float(np.minimum.reduce(arr)), float(np.maximum.reduce(arr))
             if -_NUMPY_MAX_ABS < lo <= hi < _NUMPY_MAX_ABS:  # NaN fails this too; no float warnings below
-                fp = int(np.add.reduce(arr.view(np.int32), dtype=_INT64))  # integer sum: the same as torch's
-                return [lo, hi, float(np.add.reduce(arr)), float(np.dot(arr, arr)), 0.0, 0.0], fp
+                fp = int(np.add.reduce(arr.view(np.int32), dtype=_INT32))  # wraps like torch's int32 sum
+                total = float(np.dot(arr, _ONES[: arr.size]))
+                return [lo, hi, total, float(np.dot(arr, arr)), 0.0, 0.0], fp
     return tensor_stats(x), fingerprint(x)
 
 
 def finish_stats(raw: list[float], numel: int) -> dict[str, float]:
-    """Host-side: min, max, mean, std (unbiased), absmax and the counts from the raw sums."""
-    lo, hi, total, sumsq, nans, infs = raw
-    mean = total / numel if numel else 0.0
-    if numel > 1 and math.isfinite(sumsq) and math.isfinite(mean):
-        std = math.sqrt(max(sumsq / numel - mean * mean, 0.0) * numel / (numel - 1))
-    elif numel > 1:
-        std = math.nan
-    else:
-        std = 0.0
+    """Host-side: min, max, mean, std (unbiased), absmax and the counts from the raw sums (one output)."""
+    return {name: values[0] for name, values in finish_columns([raw], [numel]).items()}
+
+
+def finish_columns(raw: list[list[float]], numel: list[int]) -> dict[str, list[Any]]:
+    """finish_stats for many outputs at once (numpy, float64): lists 'min', 'max', 'mean', 'std', 'absmax',
+    'nan_count', 'inf_count'. Every operation is IEEE-rounded like Python's floats, so values are those a
+    per-output computation gives. std is NaN when the sums are not finite, 0 for a single element."""
+    if not raw:
+        return {name: [] for name in ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count")}
+    values = np.asarray(raw, dtype=np.float64).reshape(len(raw), len(RAW_FIELDS))
+    n = np.asarray(numel, dtype=np.float64)
+    lo, hi, total, sumsq = values[:, 0], values[:, 1], values[:, 2], values[:, 3]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = np.where(n > 0, total / np.maximum(n, 1.0), 0.0)
+        spread = np.maximum(sumsq / np.maximum(n, 1.0) - mean * mean, 0.0) * n / np.maximum(n - 1.0, 1.0)
+        std = np.where(n > 1, np.where(np.isfinite(sumsq) & np.isfinite(mean), np.sqrt(spread), np.nan), 0.0)
+        magnitude = np.maximum(np.abs(lo), np.abs(hi))
+    magnitude[np.isnan(lo) | np.isnan(hi)] = np.nan
     return {
-        "min": lo,
-        "max": hi,
-        "mean": mean,
-        "std": std,
-        "absmax": absmax(lo, hi),
-        "nan_count": int(nans),
-        "inf_count": int(infs),
+        "min": lo.tolist(),
+        "max": hi.tolist(),
+        "mean": mean.tolist(),
+        "std": std.tolist(),
+        "absmax": magnitude.tolist(),
+        "nan_count": values[:, 4].astype(np.int64).tolist(),
+        "inf_count": values[:, 5].astype(np.int64).tolist(),
     }
-
-
-def absmax(lo: float, hi: float) -> float:
-    if math.isnan(lo) or math.isnan(hi):
-        return math.nan
-    return max(abs(lo), abs(hi))

@@ -2,7 +2,8 @@
 
 Hooks only queue device-side stat vectors; `flush()` moves a whole step's worth to the host in one transfer.
 `take()` + `harvest()` split it in two: the runner takes a step's queue on the pipeline's thread (a list swap)
-and turns it into rows on the recorder thread (record_thread.py), off the pipeline's way.
+and turns it into columns of statistics (StatColumns) on the recorder thread (record_thread.py), off the pipeline's
+way.
 Hooks are attached inside a context manager and removed in `finally`, so a failed run never leaves one behind.
 """
 
@@ -24,8 +25,9 @@ from torch import nn
 from ghostviewer.engine.blocks import Depth, iter_modules, phase_of, pipeline_components
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.families.base import token_grid
-from ghostviewer.engine.stats import finish_stats, first_tensor, stats_and_fingerprint
-from ghostviewer.record import StatRow
+from ghostviewer.engine.stats import finish_columns, first_tensor, stats_and_fingerprint
+from ghostviewer.record import StatColumns, StatRow
+from ghostviewer.record.types import wrap_fingerprint
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,12 @@ class StepBatch:
 
 @dataclass
 class StepHarvest:
-    rows: list[StatRow] = field(default_factory=list)
+    columns: StatColumns = field(default_factory=StatColumns)
     feature_maps: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> list[StatRow]:
+        return self.columns.rows()
 
 
 def downsample_feature_map(
@@ -204,31 +210,25 @@ class Tracer:
 
     @staticmethod
     def harvest(batch: StepBatch) -> StepHarvest:
-        """A batch as host-side rows: at most one device-to-host transfer (any thread)."""
+        """A batch as host-side columns: at most one device-to-host transfer (any thread)."""
         pending = batch.pending
         on_device = [p[7] for p in pending if isinstance(p[7], torch.Tensor)]
         moved = iter(torch.stack([t.to(on_device[0].device) for t in on_device]).cpu().tolist() if on_device else [])
         fp_on_device = [p[8] for p in pending if isinstance(p[8], torch.Tensor)]
         fps = iter(torch.stack([t.to(fp_on_device[0].device) for t in fp_on_device]).cpu().tolist()
                    if fp_on_device else [])
-        rows = []
-        for path, phase, step, call, seq, shape, dtype, stats, fp in pending:
-            raw = next(moved) if isinstance(stats, torch.Tensor) else stats
-            numel = math.prod(shape) if shape else 1
-            rows.append(
-                StatRow(
-                    phase=phase,
-                    step=step,
-                    module=path,
-                    call=call,
-                    seq=seq,
-                    shape=shape,
-                    dtype=dtype,
-                    **finish_stats(raw, numel),
-                    fingerprint=next(fps) if isinstance(fp, torch.Tensor) else fp,
-                )
-            )
-        return StepHarvest(rows, batch.feature_maps)
+        columns = StatColumns()
+        if not pending:
+            return StepHarvest(columns, batch.feature_maps)
+        (columns.module, columns.phase, columns.step, columns.call, columns.seq, columns.shape, columns.dtype,
+         stats, fingerprints) = (list(c) for c in zip(*pending, strict=True))
+        raw = [next(moved) if isinstance(s, torch.Tensor) else s for s in stats]
+        numel = [math.prod(shape) for shape in columns.shape]
+        for name, values in finish_columns(raw, numel).items():
+            setattr(columns, name, values)
+        columns.fingerprint = [wrap_fingerprint(next(fps)) if isinstance(fp, torch.Tensor) else fp
+                               for fp in fingerprints]
+        return StepHarvest(columns, batch.feature_maps)
 
     def flush(self) -> StepHarvest:
         """Everything queued since the last flush, as host-side rows: at most one device-to-host transfer."""

@@ -5,7 +5,7 @@ from .history import list_entries, list_runs, list_studies
 from .reader import RunRecord
 from .schema import SCHEMA_VERSION
 from .study import StudyRecord, StudyRun, StudyWriter
-from .types import Event, StatRow, StepInfo
+from .types import Event, StatColumns, StatRow, StepInfo
 from .writer import RunWriter
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "RecordError",
     "RunRecord",
     "RunWriter",
+    "StatColumns",
     "StatRow",
     "StepInfo",
     "list_runs",

@@ -7,6 +7,18 @@ from typing import Any
 
 PHASES: tuple[str, ...] = ("encode", "denoise", "decode")
 FP16_MAX = 65504.0
+FINGERPRINT_MOD = 1 << 32
+
+
+def wrap_fingerprint(value: int) -> int:
+    """A fingerprint as recorded: the bit-pattern sum wrapped to a signed 32-bit integer."""
+    value %= FINGERPRINT_MOD
+    return value - FINGERPRINT_MOD if value >= FINGERPRINT_MOD // 2 else value
+
+
+def same_fingerprint(a: int, b: int) -> bool:
+    """Equal modulo 2**32: older records kept the sum in 64 bits; it now wraps at 32 (cheaper to compute)."""
+    return (a - b) % FINGERPRINT_MOD == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +39,7 @@ class StatRow:
     absmax: float
     nan_count: int
     inf_count: int
-    fingerprint: int | None = None  # sum of the output's bit patterns: equal rows with equal sums are bit-identical
+    fingerprint: int | None = None  # its bit patterns summed (mod 2**32): equal sums, bit-identical outputs
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -41,6 +53,41 @@ class StatRow:
     def fp16_headroom(self) -> float:
         """absmax as a fraction of the largest float16 value (>= 1.0 means it overflows float16)."""
         return self.absmax / FP16_MAX
+
+
+@dataclass
+class StatColumns:
+    """Many StatRows column by column: what the tracer hands the recorder each step. A traced run makes hundreds
+    of outputs a step; one object per output (and its checks) cost more than the statistics themselves."""
+
+    phase: list[str] = field(default_factory=list)
+    step: list[int | None] = field(default_factory=list)
+    module: list[str] = field(default_factory=list)
+    call: list[int] = field(default_factory=list)
+    seq: list[int] = field(default_factory=list)
+    shape: list[tuple[int, ...]] = field(default_factory=list)
+    dtype: list[str] = field(default_factory=list)
+    min: list[float] = field(default_factory=list)
+    max: list[float] = field(default_factory=list)
+    mean: list[float] = field(default_factory=list)
+    std: list[float] = field(default_factory=list)
+    absmax: list[float] = field(default_factory=list)
+    nan_count: list[int] = field(default_factory=list)
+    inf_count: list[int] = field(default_factory=list)
+    fingerprint: list[int | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def row(self, i: int) -> StatRow:
+        return StatRow(
+            self.phase[i], self.step[i], self.module[i], self.call[i], self.seq[i], self.shape[i], self.dtype[i],
+            self.min[i], self.max[i], self.mean[i], self.std[i], self.absmax[i], self.nan_count[i],
+            self.inf_count[i], self.fingerprint[i],
+        )
+
+    def rows(self) -> list[StatRow]:
+        return [self.row(i) for i in range(len(self))]
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from .errors import RecordError
 from .lock import WriterLock
 from .sqlite_store import StoreWriter
 from .sqlite_store import check_name as _check_name
-from .types import StatRow, StepInfo
+from .types import StatColumns, StatRow, StepInfo
 
 
 def _step_name(index: int) -> str:
@@ -90,38 +90,17 @@ class RunWriter(StoreWriter):
                 f"INSERT INTO {schema.FTS_TABLE} (rowid, message) VALUES (?, ?)", (cur.lastrowid, message)
             )
 
-    def add_stats(self, rows: Iterable[StatRow]) -> None:
+    def add_stats(self, rows: Iterable[StatRow] | StatColumns) -> None:
         """Add module statistics (buffered until the next step/commit). NaN stats are stored as NULL."""
+        c = rows if isinstance(rows, StatColumns) else _columns(rows)
         shapes = self._shapes  # a run has few distinct shapes: each one's JSON is made once
-        values = []
-        for r in rows:
-            key = r.shape if type(r.shape) is tuple else tuple(r.shape)
-            shape = shapes.get(key)
-            if shape is None:
-                shape = shapes[key] = json.dumps([int(d) for d in key])
-            values.append(
-                (
-                    r.phase,
-                    r.step,
-                    r.module,
-                    int(r.call),
-                    int(r.seq),
-                    shape,
-                    str(r.dtype),
-                    float(r.min),
-                    float(r.max),
-                    float(r.mean),
-                    float(r.std),
-                    float(r.absmax),
-                    int(r.nan_count),
-                    int(r.inf_count),
-                    None if r.fingerprint is None else int(r.fingerprint),
-                )
-            )
+        for key in set(c.shape) - shapes.keys():
+            shapes[key] = json.dumps([int(d) for d in key])
         self.conn.executemany(
             "INSERT INTO stats (phase, step, module, call, seq, shape, dtype, min, max, mean, std, absmax,"
             " nan_count, inf_count, fp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            values,
+            zip(c.phase, c.step, c.module, c.call, c.seq, [shapes[k] for k in c.shape], c.dtype, c.min, c.max,
+                c.mean, c.std, c.absmax, c.nan_count, c.inf_count, c.fingerprint, strict=True),
         )
 
     def _add_file(self, name: str, kind: str, relpath: str, step: int | None) -> None:
@@ -248,3 +227,22 @@ def _opt_float(value: float | None) -> float | None:
 
 def _opt_int(value: int | None) -> int | None:
     return None if value is None else int(value)
+
+
+def _columns(rows: Iterable[StatRow]) -> StatColumns:
+    """Rows as columns, each value in its stored type (rows may come from numpy: np.float32, np.int64...)."""
+    c = StatColumns()
+    for r in rows:
+        c.phase.append(r.phase)
+        c.step.append(r.step)
+        c.module.append(r.module)
+        c.call.append(int(r.call))
+        c.seq.append(int(r.seq))
+        c.shape.append(tuple(int(d) for d in r.shape))
+        c.dtype.append(str(r.dtype))
+        for name in ("min", "max", "mean", "std", "absmax"):
+            getattr(c, name).append(float(getattr(r, name)))
+        c.nan_count.append(int(r.nan_count))
+        c.inf_count.append(int(r.inf_count))
+        c.fingerprint.append(None if r.fingerprint is None else int(r.fingerprint))
+    return c

@@ -17,7 +17,7 @@ from ghostviewer.analysis.prompt_check import named_colours, prompt_check
 from ghostviewer.analysis.verdict_context import verdict_in_context
 from ghostviewer.analysis.verdicts import image_verdict
 from ghostviewer.demo import shapes
-from ghostviewer.record import StatRow
+from ghostviewer.record import StatColumns, StatRow
 
 IDENTITY = {"class": "StableDiffusionPipeline", "weight_hashes": {"unet": "0123456789abcdef"}}
 SETTINGS = {"scheduler": "ddim", "steps": 4, "width": 64, "height": 64, "dtype": "float32", "guidance": 7.5}
@@ -145,3 +145,42 @@ def test_a_shift_off_the_healthy_subspace_is_caught_though_every_channel_stays_i
     held_out = rng.uniform(-3, 3, size=(50, 2)) @ directions + rng.normal(0, 0.01, size=(50, 16))
     assert max(subspace.residual.excess([subspace.residual_of(v)])[0] for v in held_out) < 2
     assert Subspace.fit(healthy[:10], floor=1e-3) is None  # too few runs to tell
+
+
+def _columns(rows: list[StatRow]) -> StatColumns:
+    columns = StatColumns()
+    for row in rows:
+        for name in StatColumns.__dataclass_fields__:
+            getattr(columns, name).append(getattr(row, name))
+    return columns
+
+
+@pytest.mark.parametrize("fault", ["none", "nan", "inf", "overflow", "zeros", "collapse", "explode", "drift"])
+def test_columns_find_the_same_first_anomaly_as_rows(baseline, fault: str) -> None:
+    """The recorder checks a step's outputs column by column: the first anomaly must be the one feed() finds."""
+    rows = _run(np.random.default_rng(4), scale_b=1.6 if fault == "drift" else 1.0)
+    i = 5  # a denoise row of step 2 (the references come from step 0)
+    r = rows[i]
+    changed = {
+        "nan": dict(nan_count=3, min=float("nan"), max=float("nan"), mean=float("nan"), std=float("nan")),
+        "inf": dict(inf_count=1, max=float("inf"), absmax=float("inf")),
+        "overflow": dict(max=7e4, absmax=7e4),
+        "zeros": dict(min=0.0, max=0.0, mean=0.0, std=0.0, absmax=0.0),
+        "collapse": dict(std=r.std * 1e-6),
+        "explode": dict(max=3e4, absmax=3e4),  # past 1e3 × its first reading, inside float16
+    }.get(fault)
+    if changed:
+        rows[i] = StatRow(**{**{name: getattr(r, name) for name in StatColumns.__dataclass_fields__}, **changed})
+    for base in (baseline, None):
+        expected = AnomalyDetector(base).feed(rows)
+        got = AnomalyDetector(base).feed_columns(_columns(rows))
+        assert got == expected
+        if fault == "none" or (fault == "drift" and base is None):
+            assert got is None
+        else:
+            assert got is not None and got["kind"] == {"zeros": "collapse"}.get(fault, fault)
+    # Fed step by step, the detector keeps its first finding.
+    detector = AnomalyDetector(baseline)
+    for start in range(0, len(rows), 2):
+        detector.feed_columns(_columns(rows[start:start + 2]))
+    assert detector.first == AnomalyDetector(baseline).feed(rows)

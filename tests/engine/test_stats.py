@@ -1,0 +1,59 @@
+"""The hook's statistics: the numpy fast path and the torch path agree, and the fingerprint sees one flipped bit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ghostviewer.engine.stats import fingerprint, finish_stats, stats_and_fingerprint, tensor_stats
+from ghostviewer.record.types import same_fingerprint, wrap_fingerprint
+
+
+@pytest.mark.parametrize("numel", [1, 7, 384, 4096, 32768])
+def test_numpy_path_agrees_with_torch(numel: int) -> None:
+    x = torch.randn(numel, generator=torch.Generator().manual_seed(numel)) * 3 + 1
+    fast, fp_fast = stats_and_fingerprint(x)
+    slow, fp_slow = tensor_stats(x), fingerprint(x)
+    assert isinstance(fast, list) and isinstance(slow, list)
+    assert fast[0] == slow[0] and fast[1] == slow[1]  # min, max: exact
+    assert fast[2] == pytest.approx(slow[2], rel=1e-4, abs=1e-3)  # sums: the last float32 bits may differ
+    assert fast[3] == pytest.approx(slow[3], rel=1e-5)
+    assert fp_fast == fp_slow
+    stats = finish_stats(fast, numel)
+    assert stats["mean"] == pytest.approx(float(x.double().mean()), rel=1e-4, abs=1e-4)
+    if numel > 1:
+        assert stats["std"] == pytest.approx(float(x.double().std()), rel=1e-3)
+
+
+def test_fingerprint_sees_one_bit_and_wraps_at_32_bits() -> None:
+    x = torch.randn(10_000, generator=torch.Generator().manual_seed(1))
+    y = x.clone()
+    y.view(torch.int32)[1234] ^= 1  # the lowest mantissa bit of one element
+    assert stats_and_fingerprint(x)[1] != stats_and_fingerprint(y)[1]
+    big = torch.randn(100_000, generator=torch.Generator().manual_seed(2))  # over the numpy path's size: torch
+    assert fingerprint(big) == stats_and_fingerprint(big)[1]
+    for value in (fingerprint(x), fingerprint(big), fingerprint(big.double()), fingerprint(big.half())):
+        assert isinstance(value, int) and -(2**31) <= value < 2**31
+    # The same as the 64-bit sum older records kept, modulo 2**32: old and new records compare.
+    old = int(big.view(torch.int32).sum(dtype=torch.int64))
+    assert old != fingerprint(big) and same_fingerprint(old, fingerprint(big))  # type: ignore[arg-type]
+    assert wrap_fingerprint(old) == fingerprint(big)
+
+
+def test_non_finite_tensors_are_counted() -> None:
+    x = torch.ones(300)
+    x[3], x[7], x[9] = math.nan, math.inf, -math.inf
+    raw, fp = stats_and_fingerprint(x)
+    stats = finish_stats(list(raw), x.numel())  # type: ignore[arg-type]
+    assert stats["nan_count"] == 1 and stats["inf_count"] == 2
+    assert math.isnan(stats["mean"]) and isinstance(fp, int)
+
+
+def test_huge_finite_values_take_the_torch_path_without_overflow() -> None:
+    x = torch.full((1000,), 3e30)
+    raw, _ = stats_and_fingerprint(x)
+    assert raw[0] == pytest.approx(3e30) and raw[4] == 0 and raw[5] == 0
+    assert np.isfinite(raw[2])
