@@ -10,12 +10,11 @@ Each variant adds one layer to a plain diffusers call, so the differences betwee
 Prints medians and the per-round ratio to plain (median, min-max), plus what one psutil memory reading costs
 inside a run against alone (a call that releases the GIL waits for the recorder thread to hand it back).
 
-Usage: python benchmarks/trace_breakdown.py [--rounds 7] [--steps 20]
+Usage: PYTHONPATH=. python benchmarks/trace_breakdown.py [--rounds 7] [--steps 20]
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -24,8 +23,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.trace_overhead import demo_benchmark
 from ghostviewer.engine import memory, runner
-from ghostviewer.engine.loading import load_pipeline
 from ghostviewer.engine.runner import execute_run
 from ghostviewer.engine.settings import RunSettings
 from ghostviewer.engine.tracing import Tracer
@@ -97,11 +96,7 @@ def memory_reading_cost(loaded, steps: int, runs: Path) -> tuple[float, float]: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args()
-    loaded = load_pipeline("demo", device="cpu")
+    args, loaded = demo_benchmark(__doc__)
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp)
         table = variants(loaded, args.steps, runs)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ghostviewer.engine.loading import load_pipeline
+from ghostviewer.engine.loading import LoadedPipeline, load_pipeline
 from ghostviewer.engine.runner import execute_run
 from ghostviewer.engine.settings import RunSettings
 from ghostviewer.record import RunRecord
@@ -42,12 +42,16 @@ def run_bytes(run_dir: Path) -> int:
     return sum(f.stat().st_size for f in run_dir.rglob("*") if f.is_file())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def demo_benchmark(doc: str | None) -> tuple[argparse.Namespace, LoadedPipeline]:
+    """--rounds and --steps from the command line, and the demo pipeline on the CPU."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args()
-    loaded = load_pipeline("demo", device="cpu")
+    return parser.parse_args(), load_pipeline("demo", device="cpu")
+
+
+def main() -> None:
+    args, loaded = demo_benchmark(__doc__)
     variants = {
         "untraced": lambda runs: (untraced(loaded, args.steps), None),
         "block depth": lambda runs: traced(loaded, args.steps, runs),

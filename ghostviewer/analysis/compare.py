@@ -1,8 +1,9 @@
 """Comparing two recorded runs: where they first diverge, module by module and step by step, and by how much.
 
-Every traced output is recorded with its statistics and a fingerprint (the sum of its bit patterns, mod 2**32), so two
-outputs are *the same* when shape, dtype, fingerprint and statistics all match — bit-identical in practice, not
-"close". Outputs are matched by (phase, step, module, call) and visited in the first run's execution order, so
+Every traced output is recorded with its statistics and a fingerprint (the sum of its bit patterns, mod 2**32), so
+two outputs are *the same* when shape, dtype, fingerprint, min, max and counts match — bit-identical in practice,
+not "close" (mean and std are then not compared: they could differ only in how a GhostViewer version summed them).
+Outputs are matched by (phase, step, module, call) and visited in the first run's execution order, so
 the first divergence is the earliest output that differs: for a block that adds unseeded noise it is that block,
 not the blocks downstream of it. Runs recorded before fingerprints existed compare by statistics, then by the
 step tensors (latents, x0) and the final image, bit for bit. Reads the records alone: no torch.
