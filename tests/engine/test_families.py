@@ -246,6 +246,17 @@ def test_replay_is_bit_identical(family: str, family_loaded, runs_dir: Path) -> 
     assert report["reproduced"] is True, report["first_divergence"]
 
 
+@pytest.mark.parametrize(("family", "layer"), [("sdxl", "text_encoder_2.text_model.encoder.layers.0"),
+                                              ("sd3", "text_encoder.text_model.encoder.layers.0")])
+def test_a_bypassed_text_encoder_layer_replays(family: str, layer: str, family_dir, runs_dir: Path) -> None:
+    """SDXL and SD3 condition on hidden states transformers collects with hooks it adds at a model's first call:
+    a bypass must come before them on every call, not only the first, or the replay conditions differently."""
+    loaded = load_pipeline(str(family_dir(family)), device="cpu")  # fresh: its first call is the bypassed run
+    record = _run(loaded, runs_dir, steps=2, bypass=(layer,))
+    report = replay_run(record.path, 2, pipeline=loaded.pipe, runs_dir=runs_dir)
+    assert report["reproduced"] is True, report["first_divergence"]
+
+
 # -- prompts, loading ---------------------------------------------------------------------------------------
 
 

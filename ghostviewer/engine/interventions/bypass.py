@@ -104,8 +104,19 @@ class Bypass:
         # bypassed block hands on its input whatever those did to its output. The tracer hooks on afterwards
         # (runner.py) and records the bypassed output.
         self._handle = module.register_forward_hook(hook, with_kwargs=True)
+        _library_hooks_last(module)
 
     def remove(self) -> None:
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
+
+
+def _library_hooks_last(module: nn.Module) -> None:
+    """transformers collects encoder layers' outputs (the `hidden_states` SDXL and SD3 condition on) with forward
+    hooks it puts on a model at its first call. Those must collect the bypassed output, so they go after ours:
+    otherwise every run after the first in a process conditions on the un-bypassed layer, and replays diverge."""
+    hooks = module._forward_hooks
+    for key, fn in list(hooks.items()):
+        if getattr(fn, "__module__", "").startswith("transformers."):
+            hooks.move_to_end(key)
