@@ -17,7 +17,11 @@ A re-run SHOWS THE SYMPTOM ("symptom present") when either
       and everything before the first changed block computes what the bad run computed (which was clean), so
       "from phase P on" is "at or after the changed point". Kinds the rows cannot show (drift, judged against
       a baseline) count when they are the re-run's first anomaly; or
-  (b) the bad run's label L is not "ok" and the re-run's label is L.
+  (b) the bad run's label L is not "ok", the re-run's label is L, and either L is "nan" or the bad run has no
+      first anomaly of a kind its rows show (nan, inf, overflow, collapse, explode). With such an anomaly, it is
+      the symptom and a label other than nan does not count: blank, noise or saturated are coarse marks a spoiled
+      re-run shares by chance (bypassing half a U-Net leaves a noisy image whether or not the culprit is among
+      the half; tiny pipelines label every run noise). A NaN image is never the work of a bypass.
 Otherwise the symptom is ABSENT. Absent is not healthy: a re-run that loses the NaN but comes out noisy or
 off-prompt shows a *different* failure. It tells the search that the culprit was among the changes, and it is
 reported as `healthy: false` beside `symptom: false`, never as a healthy run. A re-run that crashed or was
@@ -171,7 +175,9 @@ class Symptom:
         if status != "done":
             return None
         label = verdict_label(verdict)
-        if self.label is not None and label == self.label and not (self.judges_drift and label in CONTEXT_LABELS):
+        label_counts = (label == "nan" or self.kind not in _ROW_KINDS) and not (
+            self.judges_drift and label in CONTEXT_LABELS)
+        if self.label is not None and label == self.label and label_counts:
             return True
         if self.judges_drift:
             return self.drift_shown(rows, bypassed, channel_means)

@@ -305,6 +305,23 @@ def test_bisection_names_the_transformer_block_that_breaks(runs_dir: Path) -> No
     assert any(b.module == culprit and b.bypassable for b in discover_blocks(pipe))
 
 
+def test_bisection_is_not_fooled_by_a_label_every_run_shares(runs_dir: Path) -> None:
+    """Tiny pipelines label every run noise: a re-run that bypasses the overflowing block has lost the symptom,
+    whatever its label."""
+    pipe = build_tiny("flux")
+    culprit = "transformer.single_transformer_blocks.0"
+    handle = resolve_module(pipe, f"{culprit}.proj_out").register_forward_hook(lambda _m, _a, out: out * 1e6)
+    try:
+        bad = execute_run(wrap_pipeline(pipe), RunSettings(prompt=PROMPT, steps=2, width=SIZE, height=SIZE,
+                                                           source="<in-memory FluxPipeline>"), runs_dir)
+        assert bad["first_anomaly"]["kind"] == "overflow" and bad["verdict"]["label"] != "ok", bad
+        result = bisect_run(bad["run_dir"], pipeline=pipe, runs_dir=runs_dir)
+    finally:
+        handle.remove()
+    assert result["culprit"] == culprit, result["trail"]
+    assert 1 <= result["reruns"] <= result["budget"]
+
+
 # -- isolating a dual-stream block; counting a prompt's tokens ----------------------------------------------
 
 
