@@ -5,7 +5,9 @@ Paths are component-prefixed `named_modules()` names (`unet.mid_block.resnets.0`
 module lists down to five levels (`vae.decoder.up_blocks.2.resnets.1`) — and drops containers and the layers
 inside a block: nothing inside an attention or feed-forward module (`attn.to_out.1` Dropout, `ff.net.0` GELU).
 A wrapped text model (`text_encoder_2.text_model` of CLIPTextModelWithProjection) is looked through, so both SDXL
-text encoders list the same parts. "Leaf depth" adds every module without children.
+text encoders list the same parts. "Leaf depth" adds every other module but bare containers: every layer, and
+the modules that hold layers too (an attention module, its processor's own arithmetic included), so a fault in a
+module's own forward is named there, not at the next layer that runs after it.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def iter_modules(pipe: object, depth: Depth = "block") -> Iterator[tuple[str, nn
             inside = any(relative.startswith(prefix) for prefix in internal)
             if _is_layer_internal(module):
                 internal.append(relative + ".")
-            if (not inside and _is_block(relative, module)) or (depth == "leaf" and not list(module.children())):
+            if (not inside and _is_block(relative, module)) or (depth == "leaf" and not _is_container(module)):
                 yield f"{component}.{relative}", module
 
 

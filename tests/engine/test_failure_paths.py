@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ghostviewer.engine.blocks import resolve_module
 from ghostviewer.engine.runner import CancelToken, RunFailed, execute_run
 from ghostviewer.engine.server import decode_step
 from ghostviewer.engine.settings import RunSettings
@@ -93,6 +94,22 @@ def test_a_bypassed_blocks_insides_are_not_recorded(demo_loaded, runs_dir):
     assert not [r for r in rows if r.module.startswith(block + ".")]
     assert [r for r in rows if r.module == block], "the block's own (substituted) output is still recorded"
     assert not (bypassed["first_anomaly"] or {}).get("module", "").startswith(block + ".")
+
+
+@pytest.mark.parametrize("depth", ["block", "leaf"])
+def test_a_fault_in_an_attention_modules_own_forward_is_named_there(demo_loaded, runs_dir, depth):
+    """The attention's processor computes after its last layer: at leaf depth the attention module itself is
+    traced, so its broken output is not pinned on the layer that runs next (norm2)."""
+    attention = "unet.down_blocks.1.attentions.0.transformer_blocks.0.attn1"
+    module = resolve_module(demo_loaded.pipe, attention)
+    handle = module.register_forward_hook(lambda _m, _a, out: out + float("nan"))
+    try:
+        result = execute_run(demo_loaded, _settings(seed=1, faults=(), trace_depth=depth), runs_dir)
+    finally:
+        handle.remove()
+    named = result["first_anomaly"]["module"]
+    expected = attention if depth == "leaf" else "unet.down_blocks.1.attentions.0"
+    assert named == expected and result["first_anomaly"]["kind"] == "nan", result["first_anomaly"]
 
 
 def test_a_bypass_limited_to_steps_records_the_insides_outside_the_range(demo_loaded, runs_dir):
