@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ghostviewer.analysis.bisect_plan import budget, candidates, choose_half, covered, innermost
+from ghostviewer.analysis.bisect_plan import budget, candidates, choose_half, covered, innermost, inside
 from ghostviewer.analysis.bypass_spec import BypassSpec
 from ghostviewer.analysis.symptom import Symptom, describe_anomaly
 from ghostviewer.engine.blocks import discover_blocks
@@ -63,8 +63,17 @@ def _upstream_reason(symptom: Symptom) -> str:
     )
 
 
-def _not_single_reason(suspect: str, symptom: Symptom) -> str:
-    where = f"; the first anomaly is {describe_anomaly(symptom.anomaly)}" if symptom.anomaly else ""
+def _not_single_reason(suspect: str, symptom: Symptom, suspects: list[str]) -> str:
+    anomaly = symptom.anomaly
+    module = str((anomaly or {}).get("module"))
+    if anomaly is not None and not any(inside(module, block) for block in suspects):
+        # Past every suspect (vae.decoder.conv_out, scheduler.step): bypassing what ran before it changed nothing.
+        return (
+            f"the first anomaly, {describe_anomaly(anomaly)}, lies in no bypassable block, and bypassing the "
+            f"blocks that run before it does not remove it: the fault is most likely in {module} itself (or "
+            "needs several blocks together)"
+        )
+    where = f"; the first anomaly is {describe_anomaly(anomaly)}" if anomaly else ""
     return (
         f"bypassing {suspect} alone does not remove the symptom, so no single bypassable block explains the "
         f"failure (it starts upstream of them, or needs several blocks together){where}"
@@ -111,7 +120,7 @@ def _search(
     suspect = possible[0]
     alone = [e for e in trials.trail() if e["bypassed"] == [suspect] and e["symptom"] is False]
     if not alone and _try(trials, settings, [suspect], study, total)["symptom"] is not False:
-        return None, _not_single_reason(suspect, symptom)
+        return None, _not_single_reason(suspect, symptom, suspects)
     return suspect, None
 
 

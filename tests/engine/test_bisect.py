@@ -244,3 +244,18 @@ def test_bisection_names_the_drifting_block_of_a_silent_ghost(demo_loaded, runs_
     assert judged.shown_by({"label": "ok"}, anomaly, rows) is True  # the bad run shows its own drift
     assert judged.shown_by({"label": "off_prompt"}, None, rows, bypassed=["unet.down_blocks.1.resnets.0"]) is False
     assert_no_leftovers(demo_loaded.pipe)
+
+
+def test_an_anomaly_after_every_block_is_not_said_to_start_upstream(demo_loaded, runs_dir: Path) -> None:
+    """A zeroed VAE output layer lies in no bypassable block: bisection ends without a culprit, within its
+    budget, and says the fault is most likely that layer, not "upstream"."""
+    layer = "vae.decoder.conv_out"
+    handle = resolve_module(demo_loaded.pipe, layer).register_forward_hook(lambda _m, _a, out: out * 0)
+    try:
+        bad = execute_run(demo_loaded, RunSettings(prompt="red circle", steps=2, source="demo"), runs_dir)
+        assert bad["first_anomaly"]["kind"] == "collapse", bad["first_anomaly"]
+        result = bisect_run(bad["run_dir"], pipeline=demo_loaded.pipe, runs_dir=runs_dir)
+    finally:
+        handle.remove()
+    assert result["culprit"] is None and result["reruns"] <= result["budget"]
+    assert "lies in no bypassable block" in result["reason"] and "upstream" not in result["reason"], result["reason"]
