@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ghostviewer.cli_baseline import add_baseline_parser, cmd_baseline
@@ -438,18 +439,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ghostviewer: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a folder or file of the user's that cannot be read or written (not a pipeline crash)
+        if exc.filename is None:
+            return _internal_error(exc)
+        print(f"ghostviewer: cannot use {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as exc:  # a bug or a pipeline crash: one line here, the traceback in the log
-        from ghostviewer.engine.runner import RunFailed
+        return _internal_error(exc)
 
+
+def _internal_error(exc: BaseException) -> int:
+    """One line on stderr, the traceback in the log (when the log can be written at all)."""
+    from ghostviewer.engine.runner import RunFailed
+
+    log: Path | None = None
+    try:
         log = log_dir() / "ghostviewer-cli.log"
-        with log.open("a", encoding="utf-8") as handle:
+        with log.open("a", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(sys.argv)}\n{traceback.format_exc()}\n")
-        # Never EXIT_USAGE: the input was not at fault. A crash of ours is a problem found (1), and says so.
-        what = "" if isinstance(exc, RunFailed) else "internal error (a bug of GhostViewer's): "
-        where = f"; the partial run is in {exc.run_dir}" if isinstance(exc, RunFailed) else ""
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())
-        print(f"ghostviewer: {what}{text}{where} (details in {log})", file=sys.stderr)
-        return EXIT_PROBLEM
+    except OSError:
+        log = None
+    # Never EXIT_USAGE: the input was not at fault. A crash of ours is a problem found (1), and says so.
+    what = "" if isinstance(exc, RunFailed) else "internal error (a bug of GhostViewer's): "
+    where = f"; the partial run is in {exc.run_dir}" if isinstance(exc, RunFailed) else ""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    details = f" (details in {log})" if log is not None else ""
+    print(f"ghostviewer: {what}{text}{where}{details}".encode("utf-8", "backslashreplace").decode("utf-8"),
+          file=sys.stderr)
+    return EXIT_PROBLEM
 
 
 ENGINE_SERVER_FLAG = "--engine-server"  # a frozen app runs its engine process as `<app> --engine-server`

@@ -244,6 +244,28 @@ def test_odd_but_legal_prompts_run_and_are_recorded_as_given(prompt: str, corpus
     assert record.status == "done" and record.settings["prompt"] == prompt and result["verdict"]["label"]
 
 
+def test_a_prompt_of_bytes_that_are_not_utf8_is_refused_in_one_line(corpus: dict[str, Path], capsys) -> None:
+    """A terminal or file in Latin-1 hands Python a lone surrogate: said with the byte, exit 2, nothing written."""
+    line = _refused(["run", "--prompt", "caf\udce9", "--steps", "2", "--runs-dir", str(corpus["archive"])],
+                    capsys, corpus)
+    assert "not valid text" in line and "xe9" in line
+
+
+def test_a_runs_folder_that_cannot_take_a_run_is_refused_in_one_line(corpus: dict[str, Path], capsys,
+                                                                     tmp_path: Path) -> None:
+    """No permission or a read-only disk: the user's folder, exit 2, not an internal error."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    runs.chmod(0o555)
+    try:
+        if os.access(runs, os.W_OK):  # root writes anywhere: a path under /proc cannot take a folder for anyone
+            runs = Path("/proc/1")
+        line = _refused(["run", "--prompt", "x", "--steps", "2", "--runs-dir", str(runs)], capsys, corpus)
+    finally:
+        (tmp_path / "runs").chmod(0o755)
+    assert "cannot create a run folder" in line and "internal error" not in line
+
+
 def test_a_million_character_prompt_is_refused_in_one_line(corpus: dict[str, Path], capsys) -> None:
     from ghostviewer import api
     from ghostviewer.engine.errors import GhostError

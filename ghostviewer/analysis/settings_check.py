@@ -85,6 +85,12 @@ def check_text(name: str, value: Any) -> None:
     if len(value) > MAX_PROMPT_CHARS:
         raise SettingsError(f"the {name} is {len(value):,} characters long; at most {MAX_PROMPT_CHARS:,} are accepted "
                             "(the text encoder reads only its first few hundred tokens)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: bytes from a terminal or file that were not UTF-8
+        raise SettingsError(f"the {name} is not valid text: character {exc.start + 1} is a byte that is not UTF-8 "
+                            f"({value[exc.start].encode('utf-8', 'surrogateescape')!r}); save or type it as UTF-8"
+                            ) from None
 
 
 def check_bypass(specs: Iterable[Any], steps: int) -> None:

@@ -52,7 +52,12 @@ def jsonable(obj: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
-    return json.dumps(jsonable(obj), allow_nan=False, ensure_ascii=False)
+    text = json.dumps(jsonable(obj), allow_nan=False, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a path named in bytes that are not UTF-8: stored as JSON escapes, read back as is
+        text = json.dumps(jsonable(obj), allow_nan=False, ensure_ascii=True)
+    return text
 
 
 def loads(text: str | None) -> Any:
@@ -147,6 +152,8 @@ def _make_folder(runs_dir: Path, noun: str, record_id: str | None, prefix: str) 
             (runs_dir / record_id).mkdir()
         except FileExistsError as exc:
             raise RecordError(f"{noun} folder already exists: {runs_dir / record_id}") from exc
+        except OSError as exc:
+            raise RecordError(f"cannot create {runs_dir / record_id}: {exc.strerror or exc}") from exc
         return runs_dir / record_id
     for _ in range(100):
         candidate = f"{prefix}{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -154,6 +161,8 @@ def _make_folder(runs_dir: Path, noun: str, record_id: str | None, prefix: str) 
             (runs_dir / candidate).mkdir()
         except FileExistsError:
             continue
+        except OSError as exc:  # read-only, no permission, disk full: the user's folder, said so
+            raise RecordError(f"cannot create a {noun} folder in {runs_dir}: {exc.strerror or exc}") from exc
         return runs_dir / candidate
     raise RecordError(f"cannot find a free {noun} id in {runs_dir}")
 
