@@ -343,6 +343,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             step = f" at step {event['step']}" if event.get("step") is not None else ""
             print(f"  re-running {event['run_id']} to isolate {event['module']}{step}…", file=sys.stderr)
 
+    if Path(args.output).exists():  # a run's own database, a file of the user's: never overwritten
+        raise UsageError(f"{args.output} already exists; GhostViewer does not overwrite it (choose another name)")
     result = api.export(
         args.run_dirs, args.output, include_tensors=not args.no_tensors, include_feature_maps=not args.no_feature_maps,
         with_inputs=args.with_inputs, on_progress=progress,

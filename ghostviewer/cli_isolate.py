@@ -8,6 +8,7 @@ output already holds NaN/Inf or, with --fuzz, when an input breaks the module; 0
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
@@ -46,8 +47,12 @@ def _print_text(result: dict[str, Any]) -> None:
 
 def cmd_isolate(args: argparse.Namespace) -> int:
     from ghostviewer import api
-    from ghostviewer.cli import EXIT_OK, EXIT_PROBLEM, _print_json
+    from ghostviewer.cli import EXIT_OK, EXIT_PROBLEM, UsageError, _print_json
 
+    out = Path(args.output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):  # the user's files: never overwritten
+        raise UsageError(f"{out} already exists and is not an empty folder; GhostViewer does not overwrite it "
+                         "(choose another folder)")
     result = api.isolate(args.run_dir, module=args.module, step=args.step, out=args.output, fuzz=args.fuzz)
     if args.json:
         _print_json(result)

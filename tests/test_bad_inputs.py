@@ -338,6 +338,19 @@ def test_corrupt_run_folders_are_refused(case: str, corpus: dict[str, Path], cap
         assert _fingerprint(run) == before  # read-only: nothing in the broken folder changed
 
 
+def test_export_and_isolate_never_overwrite_the_users_files(corpus: dict[str, Path], capsys) -> None:
+    run = _run_copy(corpus, "overwrite-target")
+    database = run / "run.sqlite"
+    before = database.read_bytes()
+    line = _refused(["export", str(run), "-o", str(database)], capsys, corpus)
+    assert "already exists" in line and database.read_bytes() == before
+    folder = corpus["root"] / "my-repro"
+    folder.mkdir(exist_ok=True)
+    (folder / "repro.py").write_text("# my own edits\n", encoding="utf-8")
+    line = _refused(["isolate", str(run), "--module", "unet.mid_block", "-o", str(folder)], capsys, corpus)
+    assert "not an empty folder" in line and (folder / "repro.py").read_text(encoding="utf-8") == "# my own edits\n"
+
+
 def test_a_missing_final_image_is_said_not_crashed(corpus: dict[str, Path], capsys) -> None:
     run = _run_copy(corpus, "missing-final-image")
     (run / "images" / "final.png").unlink()
