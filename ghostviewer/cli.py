@@ -279,7 +279,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _trial_line(entry: dict[str, Any]) -> str:
     """'bypassed unet.mid_block -> nan, symptom present' (a bisection trail entry, either kind)."""
     if "bypassed" in entry:
-        what = "bypassed " + ", ".join(entry["bypassed"])
+        what = "bypassed " + ", ".join(entry["bypassed"]) if entry["bypassed"] else "re-run unchanged"
     elif "patched" in entry:
         what = f"patched {entry['patched']} from the reference"
     elif "reference_for" in entry:

@@ -15,7 +15,9 @@ The search (analysis.bisect_plan): the candidates are the bypassable blocks that
 in its phase (or enclose it); each re-run bypasses blocks covering half of the possible culprits, coarse to
 fine (components, blocks, sub-blocks), and keeps the half the answer points to. A single culprit among N
 candidates is isolated in ⌈log2 N⌉ re-runs and confirmed by a run that bypasses it alone (skipped when the
-trail already holds that run): at most ⌈log2 N⌉ + 1 re-runs, reported as `reruns` beside `budget`. A drift is
+trail already holds that run): at most ⌈log2 N⌉ + 1 re-runs, reported as `reruns` beside `budget`. When every
+re-run came out healthy (bypassing half a model nearly always spoils the image), one more re-run, unchanged,
+checks that the failure comes back at all; if it does not, `culprit` is null and `reason` says so. A drift is
 not halved (analysis.bisect_plan says why): the suspect is the innermost bypassable block around the first-drift
 module, bypassed alone once, then checked by patching; with no bypassable block around it, `culprit` is null.
 When no bypass explains the failure — the first anomaly lies upstream of every bypassable block (an embedding,
@@ -89,10 +91,18 @@ def _drift_reason(symptom: Symptom) -> str:
     )
 
 
+def _not_reproduced_reason(symptom: Symptom) -> str:
+    return (
+        f"every re-run was healthy, and the bad run re-run unchanged did not show its {symptom.describe()} either: "
+        "the failure did not come back, so no block can be blamed (replay the run several times to see how often "
+        "it fails; a loop of replays finds where the runs part)"
+    )
+
+
 def _try(trials: Trials, settings: RunSettings, blocks: list[str], study: StudyWriter, total: int) -> dict[str, Any]:
     trial = replace(settings, bypass=(*settings.bypass, *blocks))
-    entry = trials.run(trial, {"bypassed": blocks}, note="bypassed " + ", ".join(blocks),
-                       describe={"bypassed": list(blocks)})
+    note = "bypassed " + ", ".join(blocks) if blocks else "unchanged: does the failure come back?"
+    entry = trials.run(trial, {"bypassed": blocks}, note=note, describe={"bypassed": list(blocks)})
     study.set_progress(len(trials.trail()), total)
     return entry
 
@@ -121,6 +131,12 @@ def _search(
     alone = [e for e in trials.trail() if e["bypassed"] == [suspect] and e["symptom"] is False]
     if not alone and _try(trials, settings, [suspect], study, total)["symptom"] is not False:
         return None, _not_single_reason(suspect, symptom, suspects)
+    trail = trials.trail()
+    # Bypassing half a model nearly always spoils the image: re-runs that all come out healthy more likely mean
+    # the failure does not come back at all. One re-run past the budget, unchanged, tells the two apart.
+    if len(trail) >= 2 and all(e.get("healthy") for e in trail):
+        if _try(trials, settings, [], study, total + 1)["symptom"] is False:
+            return None, _not_reproduced_reason(symptom)
     return suspect, None
 
 

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -259,3 +260,19 @@ def test_an_anomaly_after_every_block_is_not_said_to_start_upstream(demo_loaded,
         handle.remove()
     assert result["culprit"] is None and result["reruns"] <= result["budget"]
     assert "lies in no bypassable block" in result["reason"] and "upstream" not in result["reason"], result["reason"]
+
+
+def test_a_failure_that_does_not_come_back_blames_no_block(demo_loaded, runs_dir: Path) -> None:
+    """A run recorded as nan whose re-runs are all healthy (an intermittent ghost that did not return): one
+    unchanged re-run past the budget shows the failure does not come back, and no block is named."""
+    good = execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=2, source="demo"),
+                       runs_dir)
+    assert good["verdict"]["label"] == "ok" and good["first_anomaly"] is None
+    db = sqlite3.connect(Path(good["run_dir"]) / "run.sqlite")
+    with db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'verdict'", (json.dumps({"label": "nan"}),))
+    db.close()
+    result = bisect_run(good["run_dir"], pipeline=demo_loaded.pipe, runs_dir=runs_dir)
+    assert result["culprit"] is None and "did not come back" in result["reason"], result
+    assert result["reruns"] <= result["budget"] + 1 and result["trail"][-1]["bypassed"] == []
+    assert all(entry["healthy"] for entry in result["trail"])
