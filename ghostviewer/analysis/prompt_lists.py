@@ -45,15 +45,27 @@ def _clean(item: Any, where: str) -> dict[str, Any]:
     return out
 
 
+def _lines(handle: IO[str], name: str) -> Iterator[tuple[int, str]]:
+    """(line number, line), a line at most _MAX_ITEM characters: a longer one is not a prompt, and a file of one
+    endless line (a device, a zero-filled image) must not be read whole to find out."""
+    number = 0
+    while line := handle.readline(_MAX_ITEM + 1):
+        number += 1
+        if len(line) > _MAX_ITEM:
+            raise PromptListError(f"{name} line {number}: longer than {_MAX_ITEM:,} characters; not a prompt list")
+        yield number, line
+
+
 def _txt(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
-    for line in handle:
+    for _, line in _lines(handle, name):
         text = line.strip()
         if text and not text.startswith("#"):
             yield {"prompt": text}
 
 
 def _csv(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
-    reader = csv.DictReader(handle, strict=True)  # an unterminated quote is an error, not a prompt to EOF
+    lines = (line for _, line in _lines(handle, name))
+    reader = csv.DictReader(lines, strict=True)  # an unterminated quote is an error, not a prompt to EOF
     try:
         if "prompt" not in (reader.fieldnames or []):
             raise PromptListError(f"{name} line 1: no 'prompt' column")
@@ -68,7 +80,7 @@ def _csv(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
 
 
 def _jsonl(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
-    for number, line in enumerate(handle, start=1):
+    for number, line in _lines(handle, name):
         if not line.strip():
             continue
         try:
@@ -162,6 +174,8 @@ def iter_prompt_list(path: str | Path) -> Iterator[dict[str, Any]]:
     if suffix not in PROMPT_LIST_SUFFIXES:
         raise PromptListError(f"{path.name} is not a prompt list ({', '.join(PROMPT_LIST_SUFFIXES)})")
     try:
+        if path.exists() and not path.is_file():  # a folder, a FIFO, a device (maybe behind a link): never opened
+            raise PromptListError(f"{path.name} is not a regular file")
         handle = path.open(encoding="utf-8-sig", newline="" if suffix == ".csv" else None)
     except OSError as exc:
         raise PromptListError(f"cannot read {path.name}: {exc.strerror or exc}") from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tracemalloc
 from pathlib import Path
 
@@ -83,6 +84,31 @@ def test_a_100000_line_list_is_streamed_not_loaded(tmp_path: Path, suffix: str) 
     peak = _peak_while(lambda: counted.append(count_prompt_list(path)))
     assert counted == [100_000] and peak < 1_000_000, f"counting used {peak} bytes"
     items.close()
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".csv", ".jsonl"])
+def test_a_list_of_one_endless_line_is_refused_without_reading_it_whole(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"zeros{suffix}"
+    path.write_bytes(b"\0" * 3_000_000)  # a zero-filled image named like a list
+    tracemalloc.start()
+    try:
+        with pytest.raises(PromptListError, match=f"zeros{suffix} line 1: longer than"):
+            read_prompt_list(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12_000_000  # a few buffers of 1 MiB lines, never the whole file several times over
+
+
+def test_a_fifo_or_a_device_is_never_opened(tmp_path: Path) -> None:
+    fifo = tmp_path / "list.txt"
+    os.mkfifo(fifo)  # opening it for reading would wait forever for a writer
+    with pytest.raises(PromptListError, match="list.txt is not a regular file"):
+        read_prompt_list(fifo)
+    device = tmp_path / "device.txt"
+    device.symlink_to("/dev/zero")
+    with pytest.raises(PromptListError, match="device.txt is not a regular file"):
+        read_prompt_list(device)
 
 
 def test_sweep_statistics_from_rows() -> None:
