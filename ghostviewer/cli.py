@@ -424,30 +424,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ghostviewer.engine.errors import GhostError  # torch-free module
     from ghostviewer.record import RecordError  # torch-free; bundles' BundleError is one
 
+    global _JSON_ERRORS
+    _JSON_ERRORS = "--json" in (sys.argv[1:] if argv is None else list(argv))
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:
+            if exc.code == EXIT_USAGE:  # argparse said what is wrong on stderr
+                _json_error("the command line is not valid (see the message above)", EXIT_USAGE)
+            raise
         command = args.command or "gui"
         if command != "gui":
             _quiet_libraries()
             if getattr(args, "runs_dir", None) is None and hasattr(args, "runs_dir"):
                 args.runs_dir = str(default_runs_dir())
         return COMMANDS[command](args)
-    except UsageError as exc:
-        print(f"ghostviewer: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (GhostError, RecordError) as exc:
-        print(f"ghostviewer: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except (UsageError, GhostError, RecordError) as exc:
+        return _failure(str(exc), EXIT_USAGE)
     except KeyboardInterrupt:
-        print("ghostviewer: interrupted", file=sys.stderr)
-        return 130
+        return _failure("interrupted", 130)
     except OSError as exc:  # a folder or file of the user's that cannot be read or written (not a pipeline crash)
         if exc.filename is None:
             return _internal_error(exc)
-        print(f"ghostviewer: cannot use {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _failure(f"cannot use {exc.filename}: {exc.strerror or exc}", EXIT_USAGE)
     except Exception as exc:  # a bug or a pipeline crash: one line here, the traceback in the log
         return _internal_error(exc)
+
+
+_JSON_ERRORS = False  # the command asked for --json: a failure is a JSON document on stdout too (CONTRACT)
+
+
+def _json_error(message: str, code: int, **extra: Any) -> None:
+    if _JSON_ERRORS:
+        print(json.dumps({"error": message, "exit_code": code, **extra}, ensure_ascii=True))
+
+
+def _failure(message: str, code: int, **extra: Any) -> int:
+    """One line on stderr, and with --json the same as {"error", "exit_code", ...} on stdout."""
+    print(f"ghostviewer: {message}", file=sys.stderr)
+    _json_error(message, code, **extra)
+    return code
 
 
 def _internal_error(exc: BaseException) -> int:
@@ -466,9 +482,9 @@ def _internal_error(exc: BaseException) -> int:
     where = f"; the partial run is in {exc.run_dir}" if isinstance(exc, RunFailed) else ""
     text = " ".join(f"{type(exc).__name__}: {exc}".split())
     details = f" (details in {log})" if log is not None else ""
-    print(f"ghostviewer: {what}{text}{where}{details}".encode("utf-8", "backslashreplace").decode("utf-8"),
-          file=sys.stderr)
-    return EXIT_PROBLEM
+    message = f"{what}{text}{where}{details}".encode("utf-8", "backslashreplace").decode("utf-8")
+    extra = {"run_dir": str(exc.run_dir)} if isinstance(exc, RunFailed) else {}
+    return _failure(message, EXIT_PROBLEM, **extra)
 
 
 ENGINE_SERVER_FLAG = "--engine-server"  # a frozen app runs its engine process as `<app> --engine-server`

@@ -244,6 +244,16 @@ def test_odd_but_legal_prompts_run_and_are_recorded_as_given(prompt: str, corpus
     assert record.status == "done" and record.settings["prompt"] == prompt and result["verdict"]["label"]
 
 
+def test_a_json_command_that_fails_still_prints_one_json_document(corpus: dict[str, Path], capsys) -> None:
+    """CONTRACT: every --json command prints exactly one JSON document, a refused one too."""
+    code = cli_main(["run", "--json", "--prompt", "x", "--steps", "0", "--runs-dir", str(corpus["archive"])])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.err.startswith("ghostviewer: steps must be")
+    assert json.loads(captured.out) == {"error": "steps must be at least 1, not 0", "exit_code": 2}
+    assert cli_main(["run", "--prompt", "x", "--steps", "0", "--runs-dir", str(corpus["archive"])]) == 2
+    assert capsys.readouterr().out == ""  # without --json, stdout stays empty
+
+
 def test_a_prompt_of_bytes_that_are_not_utf8_is_refused_in_one_line(corpus: dict[str, Path], capsys) -> None:
     """A terminal or file in Latin-1 hands Python a lone surrogate: said with the byte, exit 2, nothing written."""
     line = _refused(["run", "--prompt", "caf\udce9", "--steps", "2", "--runs-dir", str(corpus["archive"])],

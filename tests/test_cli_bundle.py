@@ -83,8 +83,13 @@ def test_bad_bundle_exits_two_with_one_line(capsys: pytest.CaptureFixture[str], 
     make(bundle)
     for argv in (["inspect", str(bundle)], ["inspect", str(bundle), "--json"]):
         code, out, err = _cli(capsys, *argv)
-        assert code == 2 and message in err and out == ""
+        assert code == 2 and message in err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        if "--json" in argv:  # CONTRACT: one JSON document on stdout, a refusal too
+            document = json.loads(out)
+            assert document["exit_code"] == 2 and message in document["error"]
+        else:
+            assert out == ""
 
 
 def test_export_of_a_non_run_exits_two(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

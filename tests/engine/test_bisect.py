@@ -165,7 +165,7 @@ def test_a_healthy_run_has_nothing_to_bisect(demo_loaded, runs_dir: Path, capsys
         bisect_run(ok["run_dir"], pipeline=demo_loaded.pipe, runs_dir=runs_dir)
     assert main(["bisect", ok["run_dir"], "--runs-dir", str(runs_dir), "--json"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.strip().count("\n") == 0 and "healthy" in err
+    assert json.loads(out)["exit_code"] == 2 and err.strip().count("\n") == 0 and "healthy" in err
 
 
 def test_patching_an_upstream_block_does_not_heal(demo_loaded, runs_dir: Path) -> None:

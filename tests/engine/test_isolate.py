@@ -122,7 +122,7 @@ def test_cli_isolate_unknown_module_exits_2_with_close_names(cases: dict, capsys
     code = main(["isolate", cases["bad_run"], "--module", "unet.down_blocks.1.atention.0", "-o",
                  str(cases["root"] / "nope"), "--json"])
     stdout, stderr = capsys.readouterr()
-    assert code == 2 and stdout == ""
+    assert code == 2 and json.loads(stdout)["exit_code"] == 2  # --json: the refusal as one JSON document
     assert len(stderr.strip().splitlines()) == 1 and FAULT_BLOCK in stderr
     code = main(["isolate", cases["bad_run"], "--module", RESNET, "--step", "9", "-o", str(cases["root"] / "n")])
     assert code == 2 and "outside" in capsys.readouterr().err
