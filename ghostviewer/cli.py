@@ -361,6 +361,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ghostviewer import api
+    from ghostviewer.record.bundle_texts import command_line
 
     result = api.inspect(args.bundle)
     problem = any(_is_problem(run) or run.get("status") == "failed" for run in result["runs"])
@@ -368,23 +369,31 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         _print_json(result)
         return EXIT_PROBLEM if problem else EXIT_OK
     manifest = result["manifest"]
-    print(f"bundle:  {args.bundle} ({len(result['files'])} files, {result['size'] / 1024:.1f} KiB), "
-          f"made {manifest['created_at']} by GhostViewer {manifest['ghostviewer']}")
+    shown = _printable  # a bundle is someone else's file: its text reaches the terminal without control codes
+    print(f"bundle:  {shown(args.bundle)} ({len(result['files'])} files, {result['size'] / 1024:.1f} KiB), "
+          f"made {shown(manifest['created_at'])} by GhostViewer {shown(manifest['ghostviewer'])}")
     for run, entry in zip(result["runs"], manifest["runs"], strict=True):
         verdict = (run.get("verdict") or {}).get("label", run["status"])
-        print(f"run {run['run_id']}: verdict {verdict}, status {run['status']}, seed {run['seed']}, "
-              f"{run['steps']} steps, prompt {run['prompt']!r}")
+        print(f"run {shown(run['run_id'])}: verdict {shown(verdict)}, status {shown(run['status'])}, seed "
+              f"{run['seed']}, {shown(run['steps'])} steps, prompt {run['prompt']!r}")
         anomaly = run.get("first_anomaly")
         if anomaly:
             where = f"step {anomaly['step']}" if anomaly.get("step") is not None else anomaly["phase"]
-            print(f"  first anomaly: {anomaly['kind']} in {anomaly['module']} ({where})")
-        if entry.get("command"):
-            print(f"  reproduce: {entry['command']}")
+            print(f"  first anomaly: {shown(anomaly['kind'])} in {shown(anomaly['module'])} ({shown(where)})")
+        if entry.get("command"):  # rebuilt from the recorded settings: a bundle's own line could say anything
+            rebuilt = command_line(entry["settings"])
+            differs = "" if rebuilt == entry["command"] else "  (the bundle's own command line differs; not shown)"
+            print(f"  reproduce: {shown(rebuilt)}{differs}")
         if entry.get("isolate"):
-            print(f"  module inputs: {_inputs_text(entry['isolate'])}")
+            print(f"  module inputs: {shown(_inputs_text(entry['isolate']))}")
             for name in entry["isolate"].get("files") or []:
-                print(f"      {name}")
+                print(f"      {shown(name)}")
     return EXIT_PROBLEM if problem else EXIT_OK
+
+
+def _printable(value: object) -> str:
+    """Text with control characters (terminal escape codes, carriage returns) shown as escapes, not obeyed."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
 
 
 def cmd_gui(args: argparse.Namespace) -> int:

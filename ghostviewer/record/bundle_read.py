@@ -11,6 +11,7 @@ import secrets
 import shutil
 import sqlite3
 import stat
+import tempfile
 import time
 import zipfile
 import zlib
@@ -174,6 +175,7 @@ def inspect_bundle(zip_path: str | Path, *, max_size: int = DEFAULT_MAX_SIZE) ->
         for info, entry in checked.members.values():
             for _ in _verified_chunks(checked.zf, info, entry):
                 pass
+        _check_databases(checked)
     manifest = checked.manifest
     return {
         "manifest": manifest,
@@ -212,8 +214,9 @@ def _extract(checked: _Checked, folder: Path) -> None:
                 out.write(chunk)
 
 
-def _check_run(path: Path, run_id: str) -> None:
-    """The bundled database holds tables only (no views or triggers), and reads as a run."""
+def _check_run(path: Path, run_id: str, entry: dict[str, Any] | None = None) -> None:
+    """The bundled database holds tables only (no views or triggers), reads as a run, and says what the
+    manifest's entry for it (when given) says of its verdict and first anomaly."""
     db = path / schema.DB_NAME
     try:
         conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
@@ -226,9 +229,29 @@ def _check_run(path: Path, run_id: str) -> None:
     if extra:
         raise BundleError(f"bundled run {run_id} has an unexpected {extra[0][0]} in its database; refusing it")
     try:
-        RunRecord(path)
+        record = RunRecord(path)
+        recorded = (record.verdict or {}).get("label"), record.first_anomaly
     except RecordError as exc:
         raise BundleError(f"bundled run {run_id} is not readable: {exc}") from exc
+    if entry is not None and ((entry.get("verdict") or {}).get("label"), entry.get("first_anomaly")) != recorded:
+        said = (entry.get("verdict") or {}).get("label")
+        raise BundleError(f"bundled run {run_id}: the manifest says verdict {said!r} but the run's own database says "
+                          f"{recorded[0]!r} (or another first anomaly): the bundle was edited; refusing it")
+
+
+def _check_databases(checked: _Checked) -> None:
+    """Each bundled run's database, read from a scratch copy: inspect says what the runs recorded, not what a
+    manifest claims of them."""
+    for run in checked.manifest["runs"]:
+        member = checked.members.get(f"{RUNS_FOLDER}/{run['run_id']}/{schema.DB_NAME}")
+        if member is None:
+            continue
+        with tempfile.TemporaryDirectory(prefix="ghostviewer-inspect-") as scratch:
+            folder = Path(scratch)
+            with (folder / schema.DB_NAME).open("xb") as out:
+                for chunk in _verified_chunks(checked.zf, *member):
+                    out.write(chunk)
+            _check_run(folder, run["run_id"], run)
 
 
 def open_bundle(zip_path: str | Path, dest_dir: str | Path, *, max_size: int = DEFAULT_MAX_SIZE) -> list[Path]:
@@ -242,7 +265,7 @@ def open_bundle(zip_path: str | Path, dest_dir: str | Path, *, max_size: int = D
             _extract(checked, folder)
             runs = [folder / RUNS_FOLDER / run["run_id"] for run in checked.manifest["runs"]]
             for run, path in zip(checked.manifest["runs"], runs, strict=True):
-                _check_run(path, run["run_id"])
+                _check_run(path, run["run_id"], run)
         except OSError as exc:
             shutil.rmtree(folder, ignore_errors=True)
             raise BundleError(f"cannot extract {zip_path.name} into {folder}: {exc.strerror or exc}") from exc
