@@ -303,6 +303,15 @@ def _set_final(relpath: str) -> Callable[[Path], None]:
     return apply
 
 
+def _set_meta(key: str, value: str) -> Callable[[Path], None]:
+    def apply(run: Path) -> None:
+        conn = sqlite3.connect(run / "run.sqlite")
+        conn.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+        conn.commit()
+        conn.close()
+    return apply
+
+
 def _symlink_final(run: Path) -> None:
     (run / "images" / "final.png").unlink()
     (run / "images" / "final.png").symlink_to("/etc/hostname")
@@ -329,6 +338,8 @@ RUN_FOLDERS: dict[str, Callable[[Path], None]] = {
     "escaping-final-image": _set_final("../../../../etc/hostname"),
     "absolute-final-image": _set_final("/etc/hostname"),
     "symlinked-final-image": _symlink_final,
+    "settings-a-list": _set_meta("settings", "[1, 2]"),
+    "first-anomaly-a-number": _set_meta("first_anomaly", "5"),
 }
 
 

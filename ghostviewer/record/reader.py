@@ -86,19 +86,29 @@ class RunRecord(StoreRecord):
 
     @property
     def settings(self) -> dict[str, Any]:
-        return self._meta_value("settings") or {}
+        return self._meta_object("settings") or {}
 
     @property
     def environment(self) -> dict[str, Any]:
-        return self._meta_value("environment") or {}
+        return self._meta_object("environment") or {}
 
     @property
     def verdict(self) -> dict[str, Any] | None:
-        return self._meta_value("verdict")
+        value = self._meta_value("verdict")
+        return {"label": value} if isinstance(value, str) else self._object_or_refuse("verdict", value)
 
     @property
     def first_anomaly(self) -> dict[str, Any] | None:
-        return self._meta_value("first_anomaly")
+        return self._meta_object("first_anomaly")
+
+    def _meta_object(self, key: str) -> dict[str, Any] | None:
+        return self._object_or_refuse(key, self._meta_value(key))
+
+    def _object_or_refuse(self, key: str, value: Any) -> dict[str, Any] | None:
+        """A meta value that must be a JSON object (or absent): anything else is a damaged record, said so."""
+        if value is None or isinstance(value, dict):
+            return value
+        raise RecordError(f"run {self.path.name} is damaged: its {key} is a {type(value).__name__}, not an object")
 
     @property
     def elapsed_s(self) -> float | None:
