@@ -52,7 +52,7 @@ def run(
     `guidance=None`: the pipeline family's usual guidance (7.5 for SD and the demo; recorded as used).
     `memory_check=False` runs a size the memory estimate refuses (engine/settings.py)."""
     from ghostviewer.engine.runner import execute_run
-    from ghostviewer.engine.settings import RunSettings
+    from ghostviewer.engine.settings import RunSettings, names
 
     loaded = _loaded(source, device, dtype, allow_pickle, config)
     settings = RunSettings(
@@ -66,9 +66,9 @@ def run(
         scheduler=scheduler,
         device=loaded.device,
         dtype=dtype,
-        bypass=tuple(bypass),
-        capture=tuple(capture),
-        faults=tuple(faults),
+        bypass=names(bypass),
+        capture=names(capture),
+        faults=names(faults),
         trace_depth=trace_depth,
         capture_attention=capture_attention,
         source=loaded.source,
@@ -224,6 +224,7 @@ def export(
     with_inputs: bool = False,
     pipeline: Any = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
+    allow_pickle: bool = False,
 ) -> dict[str, Any]:
     """Write a bug-report bundle of one run folder or several: `{"bundle", "size", "runs"}`.
 
@@ -243,12 +244,13 @@ def export(
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="ghostviewer-inputs-") as work:
-        isolated, why = _isolate_first_anomalies(dirs, Path(work), pipeline, on_progress)
+        isolated, why = _isolate_first_anomalies(dirs, Path(work), pipeline, on_progress, allow_pickle)
         return export_bundle(dirs, path, isolated=isolated, not_isolated=why, **options)
 
 
 def _isolate_first_anomalies(
-    dirs: list[str | Path], work: Path, pipeline: Any, on_progress: Callable[[dict[str, Any]], None] | None
+    dirs: list[str | Path], work: Path, pipeline: Any, on_progress: Callable[[dict[str, Any]], None] | None,
+    allow_pickle: bool = False,
 ) -> tuple[dict[str, Path], dict[str, str]]:
     """Isolate each run's first anomalous module into work/<run_id>; ({run_id: folder}, {run_id: why not})."""
     import logging
@@ -260,7 +262,8 @@ def _isolate_first_anomalies(
     from ghostviewer.record import RecordError, RunRecord
 
     records = [RunRecord(run_dir) for run_dir in dirs]  # RecordError (one line) before any re-run
-    cache = PipelineCache(pipeline=None if pipeline is None or isinstance(pipeline, LoadedPipeline) else pipeline)
+    cache = PipelineCache(pipeline=None if pipeline is None or isinstance(pipeline, LoadedPipeline) else pipeline,
+                          allow_pickle=allow_pickle)
     isolated: dict[str, Path] = {}
     why: dict[str, str] = {}
     for run_dir, record in zip(dirs, records, strict=True):
@@ -306,6 +309,7 @@ def isolate(
     out: str | Path,
     fuzz: bool = False,
     pipeline: Any = None,
+    allow_pickle: bool = False,
 ) -> dict[str, Any]:
     """Save a module's real inputs, weights and config from a re-run of `run_dir`, with a standalone repro.py;
     `{"module", "class", "step", "out_dir", "inputs", "output", "rebuildable", "repro", …}`, plus `"fuzz"` (the
@@ -313,7 +317,7 @@ def isolate(
     from ghostviewer.engine.fuzz import fuzz_module
     from ghostviewer.engine.isolate import isolate_module
 
-    result = isolate_module(run_dir, module, step, out, pipeline=pipeline)
+    result = isolate_module(run_dir, module, step, out, pipeline=pipeline, allow_pickle=allow_pickle)
     if fuzz:
         result["fuzz"] = fuzz_module(result["out_dir"]) if result["rebuildable"] else None
     return result

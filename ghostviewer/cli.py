@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--with-inputs", action="store_true",
                         help="add the first bad module's real inputs, weights and a standalone repro.py "
                         "(re-runs each run up to its first anomaly; needs the pipeline)")
+    export.add_argument("--allow-pickle", action="store_true",
+                        help="with --with-inputs: allow .bin/.ckpt/.pt weights (they can run code)")
     export.add_argument("--json", action="store_true")
 
     inspect = sub.add_parser("inspect", help="summarise a bundle (read-only: runs nothing from it)")
@@ -347,7 +349,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output} already exists; GhostViewer does not overwrite it (choose another name)")
     result = api.export(
         args.run_dirs, args.output, include_tensors=not args.no_tensors, include_feature_maps=not args.no_feature_maps,
-        with_inputs=args.with_inputs, on_progress=progress,
+        with_inputs=args.with_inputs, on_progress=progress, allow_pickle=args.allow_pickle,
     )
     if args.json:
         _print_json({"bundle": result["bundle"], "size": result["size"], "runs": result["runs"]})

@@ -19,6 +19,7 @@ def add_isolate_parser(sub: Any) -> None:
     isolate.add_argument("--step", type=int, metavar="S", help="denoising step (default: the first anomaly's, else 0)")
     isolate.add_argument("-o", "--output", required=True, metavar="DIR")
     isolate.add_argument("--fuzz", action="store_true", help="run it over varied inputs; exit 1 if one breaks it")
+    isolate.add_argument("--allow-pickle", action="store_true", help="allow .bin/.ckpt/.pt weights (they can run code)")
     isolate.add_argument("--json", action="store_true")
 
 
@@ -53,7 +54,8 @@ def cmd_isolate(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):  # the user's files: never overwritten
         raise UsageError(f"{out} already exists and is not an empty folder; GhostViewer does not overwrite it "
                          "(choose another folder)")
-    result = api.isolate(args.run_dir, module=args.module, step=args.step, out=args.output, fuzz=args.fuzz)
+    result = api.isolate(args.run_dir, module=args.module, step=args.step, out=args.output, fuzz=args.fuzz,
+                         allow_pickle=args.allow_pickle)
     if args.json:
         _print_json(result)
     else:

@@ -153,3 +153,24 @@ def test_single_file_checkpoint_with_config(capsys, tmp_path: Path) -> None:
     code, out, _ = _cli(capsys, "blocks", "--pipeline", str(checkpoint), "--config", str(config), "--json")
     assert code == 0
     assert any(b["module"].startswith("unet.") for b in json.loads(out)["blocks"])
+
+
+def test_one_name_given_as_a_string_is_one_name(runs_dir: Path) -> None:
+    """api.run(faults="nan-latents") is that fault, not the faults 'n', 'a', ...; likewise bypass and capture."""
+    from ghostviewer import api
+    from ghostviewer.record import RunRecord
+
+    result = api.run("demo", "a red circle", steps=2, faults="nan-latents", bypass="unet.mid_block",
+                     capture="unet.mid_block", runs_dir=runs_dir)
+    settings = RunRecord(result["run_dir"]).settings
+    assert (settings["faults"], settings["bypass"], settings["capture"]) == (
+        ["nan-latents"], ["unet.mid_block"], ["unet.mid_block"])
+
+
+def test_isolate_and_export_take_allow_pickle() -> None:
+    from ghostviewer.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["isolate", "RUN", "--module", "m", "-o", "out", "--allow-pickle"]).allow_pickle
+    assert parser.parse_args(["export", "RUN", "-o", "b.zip", "--with-inputs", "--allow-pickle"]).allow_pickle
+    assert not parser.parse_args(["isolate", "RUN", "--module", "m", "-o", "out"]).allow_pickle

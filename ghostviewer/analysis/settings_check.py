@@ -169,7 +169,7 @@ def check_memory(height: int, width: int, guidance: float, shape: DenoiserShape,
     if needed > available:
         raise SettingsError(
             f"{width}x{height} needs about {format_bytes(needed)} on {where} but {format_bytes(available)} is free; "
-            "choose a smaller size (or --no-memory-check / memory_check=False to try anyway)"
+            "choose a smaller size (or run it with --no-memory-check, memory_check=False in the API, to try anyway)"
         )
 
 

@@ -102,7 +102,7 @@ def same_output(got: torch.Tensor | None, expected: torch.Tensor | None) -> str 
 
 def isolate_module(
     run_dir: str | Path, module: str, step: int | None = None, out_dir: str | Path | None = None, *,
-    pipeline: Any = None, call: int = 0,
+    pipeline: Any = None, call: int = 0, allow_pickle: bool = False,
 ) -> dict[str, Any]:
     if out_dir is None:
         raise GhostError("isolate needs an output folder (-o DIR)")
@@ -110,7 +110,8 @@ def isolate_module(
     if out.exists() and not out.is_dir():
         raise GhostError(f"{out} exists and is not a folder")
     record, settings = open_recorded(run_dir)
-    loaded = pipeline if isinstance(pipeline, LoadedPipeline) else PipelineCache(pipeline=pipeline).get(settings)
+    cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle)
+    loaded = pipeline if isinstance(pipeline, LoadedPipeline) else cache.get(settings)
     target = find_module(loaded.pipe, module)
     config = InputCaptureConfig(module, _step_for(module, step, record.first_anomaly, settings.steps), call)
     captured = capture_call(loaded, settings, config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -143,3 +144,10 @@ def available_memory(device: str) -> tuple[int, str]:
     import psutil
 
     return int(psutil.virtual_memory().available), "this machine" if device == "cpu" else device
+
+
+def names(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Module paths, fault names or patterns as given to the API: one string is one name, not its letters."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)

@@ -156,7 +156,7 @@ def _single_file_config(
         raise SourceError(
             f"{path.name} looks like a {family} checkpoint; loading it offline needs the diffusers "
             f"configs of {repo_id}, which are not in the local Hugging Face cache: fetch them with "
-            f"`hf download {repo_id} --include '*.json' '*.txt'`, or pass config=FOLDER "
+            f"`hf download {repo_id} --include '*.json' '*.txt'`, or pass --config FOLDER (config=FOLDER in the API) "
             "(a diffusers folder of the same model family)"
         )
     return folder

@@ -20,7 +20,7 @@ from ghostviewer.analysis.sweep_stats import SweepStats, verdict_of
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading import LoadedPipeline, load_pipeline
 from ghostviewer.engine.runner import CancelToken, RunFailed, execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.settings import RunSettings, names
 from ghostviewer.engine.sweep_jobs import Items, SweepJob, count_jobs, jobs_or_error, parse_seed_spec
 from ghostviewer.record import StudyRecord, StudyWriter
 from ghostviewer.record.study import canonical_key
@@ -148,8 +148,8 @@ def run_sweep(
             raise GhostError("a sweep needs a prompt list (or a sweep study to resume)")
         seed_list = parse_seed_spec("0-9" if seeds is None else seeds)
         base = RunSettings(prompt="", negative_prompt=negative, steps=steps, guidance=guidance,
-                           scheduler=scheduler, device=device, dtype=dtype, bypass=tuple(bypass),
-                           faults=tuple(faults), trace_depth=trace_depth,
+                           scheduler=scheduler, device=device, dtype=dtype, bypass=names(bypass),
+                           faults=names(faults), trace_depth=trace_depth,
                            source=_source_name(source, pipeline))
         spec = SweepSpec(items, seed_list, base, seeds if isinstance(seeds, str) else "", config, allow_pickle,
                          tensors_every)
