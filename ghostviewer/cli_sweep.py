@@ -64,12 +64,23 @@ def describe_sweep(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# Flags whose values a resumed sweep takes from its record (their defaults here mean "not given").
+RECORDED_BY_THE_SWEEP = {"seeds": "0-9", "steps": 20, "guidance": 7.5, "negative": "", "scheduler": None,
+                         "dtype": None, "device": "auto", "fault": [], "bypass": []}
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ghostviewer import api
     from ghostviewer.cli import EXIT_OK, EXIT_PROBLEM, UsageError, _print_json
 
     if args.list_file is None and args.resume is None:
         raise UsageError("a LIST_FILE is needed (or --resume STUDY_DIR) (see 'ghostviewer sweep --help')")
+    if args.resume is not None:
+        given = [f"--{name.replace('_', '-')}" for name, default in RECORDED_BY_THE_SWEEP.items()
+                 if getattr(args, name) != default]
+        if given:  # silently running the recorded values instead would not be what the user asked for
+            raise UsageError(f"--resume finishes the sweep with the seeds and settings it recorded; {', '.join(given)} "
+                             "would change them: start a new sweep for other settings")
     result = api.sweep(
         args.list_file, args.seeds, source=args.pipeline, steps=args.steps, faults=args.fault, bypass=args.bypass,
         resume=args.resume, ray=args.ray, runs_dir=args.runs_dir, guidance=args.guidance, negative=args.negative,

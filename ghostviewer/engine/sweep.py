@@ -90,13 +90,15 @@ def run_one(loaded: Any, settings: RunSettings, runs_dir: Path, cancel: CancelTo
     return {**result, "status": result.get("status", "done")}
 
 
-def _recorded_runs(study: StudyWriter) -> list[dict[str, Any]]:
-    """The runs a resumed study already holds, as run dicts (from its index: no run is opened)."""
+def _recorded_runs(study: StudyWriter, steps: int) -> list[dict[str, Any]]:
+    """The runs a resumed study already holds, as run dicts (from its index: no run is opened). `steps`: the
+    sweep's, for runs whose list entry did not set its own."""
     runs = []
     for r in StudyRecord(study.path).runs():
         image = r.run_dir / "images" / "final.png"
         runs.append({"run_dir": str(r.run_dir), "prompt": r.key.get("prompt"), "seed": r.key.get("seed"),
-                     "steps": r.key.get("steps"), "verdict": None if r.verdict is None else {"label": r.verdict},
+                     "steps": r.key.get("steps") or steps,
+                     "verdict": None if r.verdict is None else {"label": r.verdict},
                      "first_anomaly": r.first_anomaly, "image": str(image) if image.is_file() else None,
                      "status": r.status})
     return runs
@@ -189,7 +191,7 @@ def _default_runs_dir() -> Path:
 def _drive(study: StudyWriter, spec: SweepSpec, total: int, pipeline: Any, ray: str | None,
            emit: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
     done_keys = study.done_keys()
-    runs = _recorded_runs(study) if done_keys else []
+    runs = _recorded_runs(study, spec.base.steps) if done_keys else []
     stats = SweepStats()
     for run in runs:
         stats.add_run(run)

@@ -65,6 +65,18 @@ def test_a_cancelled_sweep_resumes_and_skips_what_is_done(demo_loaded, runs_dir:
     assert len({(r["prompt"], r["seed"]) for r in second["runs"]}) == 6
     assert StudyRecord(first["study_dir"]).status == "done"
     assert {r["run_dir"] for r in first["runs"]} <= {r["run_dir"] for r in second["runs"]}
+    assert all(r["steps"] == 2 for r in second["runs"])  # the carried-over runs too
+
+
+def test_resume_refuses_settings_it_would_ignore(runs_dir: Path, capsys) -> None:
+    from ghostviewer.cli import build_parser, main
+    from ghostviewer.cli_sweep import RECORDED_BY_THE_SWEEP
+
+    args = build_parser().parse_args(["sweep", "--resume", "STUDY"])
+    assert {name: getattr(args, name) for name in RECORDED_BY_THE_SWEEP} == RECORDED_BY_THE_SWEEP  # the defaults
+    code = main(["sweep", "--resume", str(runs_dir / "any-study"), "--seeds", "5", "--steps", "3"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--seeds, --steps would change them" in err
 
 
 def test_sweep_recording_keeps_verdict_and_first_anomaly(demo_loaded, runs_dir: Path) -> None:
