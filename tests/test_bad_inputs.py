@@ -415,10 +415,10 @@ PROMPT_LISTS: dict[str, tuple[str, bytes]] = {
     "jsonl-prompt-not-text": ("list.jsonl", b'{"prompt": 5}\n'),
     "txt-not-utf8": ("list.txt", b"a red circle\n\xff\xfe\xfa\n"),
     "unknown-suffix": ("list.yaml", b"- a red circle\n"),
+    "empty-txt": ("list.txt", b"# only a comment\n\n"),  # a sweep of nothing would pass in CI: refused
 }
 LEGAL_LISTS: dict[str, tuple[str, bytes]] = {  # odd, but they parse: a clean result
     "csv-nul-in-prompt": ("list.csv", b"prompt\na\x00b\n"),
-    "empty-txt": ("list.txt", b"# only a comment\n\n"),  # a sweep of nothing
 }
 
 
@@ -434,6 +434,8 @@ def test_malformed_prompt_lists_are_refused(case: str, corpus: dict[str, Path], 
         assert "list.csv entry 1: guidance must be a number from 0 to 100, not nan" in line
     if case == "csv-unclosed-quote":
         assert "list.csv: a quote opened after line 1 is never closed" in line
+    if case == "empty-txt":
+        assert "list.txt holds no prompts" in line
 
 
 @pytest.mark.parametrize("case", sorted(LEGAL_LISTS))

@@ -80,6 +80,8 @@ def count_jobs(items: Items, seeds: list[int]) -> int:
             total += 1 if entry.get("seed") is not None else len(seeds)
     except PromptListError as exc:
         raise GhostError(str(exc)) from None
+    if total == 0:  # a sweep of nothing would read "failure rate 0 % (0/0)" and pass in CI
+        raise GhostError(f"{where} holds no prompts (only blank lines or # comments): nothing to sweep")
     return total
 
 
