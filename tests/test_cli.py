@@ -174,3 +174,12 @@ def test_isolate_and_export_take_allow_pickle() -> None:
     assert parser.parse_args(["isolate", "RUN", "--module", "m", "-o", "out", "--allow-pickle"]).allow_pickle
     assert parser.parse_args(["export", "RUN", "-o", "b.zip", "--with-inputs", "--allow-pickle"]).allow_pickle
     assert not parser.parse_args(["isolate", "RUN", "--module", "m", "-o", "out"]).allow_pickle
+
+
+def test_a_pipeline_that_is_not_one_is_said_so() -> None:
+    from ghostviewer import api
+    from ghostviewer.engine.errors import GhostError
+
+    for source in (None, 5, object()):
+        with pytest.raises(GhostError, match="a pipeline is 'demo', a folder"):
+            api.blocks(source)

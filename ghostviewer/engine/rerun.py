@@ -19,6 +19,9 @@ from ghostviewer.record import RecordError, RunRecord
 
 def wrap_pipeline(pipe: Any) -> LoadedPipeline:
     """A DiffusionPipeline already in memory (with whatever the user patched into it), as the runner takes it."""
+    if not isinstance(getattr(pipe, "components", None), dict):
+        raise GhostError(f"a pipeline is 'demo', a folder, a checkpoint file, a cached hub id or a diffusers pipeline "
+                         f"object, not {type(pipe).__name__} {pipe!r:.60}")
     device_of = getattr(pipe, "device", None)
     return LoadedPipeline(
         pipe=pipe,
