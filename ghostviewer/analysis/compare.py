@@ -1,8 +1,9 @@
 """Comparing two recorded runs: where they first diverge, module by module and step by step, and by how much.
 
-Every traced output is recorded with its statistics and a fingerprint (the sum of its bit patterns, mod 2**32), so
-two outputs are *the same* when shape, dtype, fingerprint, min, max and counts match — bit-identical in practice,
-not "close" (mean and std are then not compared: they could differ only in how a GhostViewer version summed them).
+Every traced output is recorded with its statistics and a fingerprint (its bit patterns summed with position
+weights, mod 2**32), so two outputs are *the same* when shape, dtype, fingerprint, min, max and counts match —
+bit-identical in practice, not "close" (mean and std are then not compared: they could differ only in how a
+GhostViewer version summed them). Runs whose fingerprints were made differently compare by statistics.
 Outputs are matched by (phase, step, module, call) and visited in the first run's execution order, so
 the first divergence is the earliest output that differs: for a block that adds unseeded noise it is that block,
 not the blocks downstream of it. Runs recorded before fingerprints existed compare by statistics, then by the
@@ -12,6 +13,7 @@ step tensors (latents, x0) and the final image, bit for bit. Reads the records a
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -144,14 +146,24 @@ def _tensor_divergence(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
     return None
 
 
+def comparable_stats(a: RunRecord, b: RunRecord) -> tuple[list[StatRow], list[StatRow]]:
+    """Both runs' rows, fingerprints dropped when the two runs made them differently (another GhostViewer
+    version): they then compare by statistics, as runs recorded before fingerprints do."""
+    rows_a, rows_b = a.stats(), b.stats()
+    if a.fingerprint_kind != b.fingerprint_kind:
+        rows_a = [replace(row, fingerprint=None) for row in rows_a]
+        rows_b = [replace(row, fingerprint=None) for row in rows_b]
+    return rows_a, rows_b
+
+
 def first_divergence(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
     """Where two recorded runs first differ: {"phase", "step", "module", "call", "what"}, or None."""
-    return first_stat_divergence(a.stats(), b.stats()) or _tensor_divergence(a, b)
+    return first_stat_divergence(*comparable_stats(a, b)) or _tensor_divergence(a, b)
 
 
 def compare_records(a: RunRecord, b: RunRecord) -> dict[str, Any]:
     """CONTRACT's `compare` dict, with the per-module deltas and the two environments' differences."""
-    rows_a, rows_b = a.stats(), b.stats()
+    rows_a, rows_b = comparable_stats(a, b)
     divergence = first_stat_divergence(rows_a, rows_b) or _tensor_divergence(a, b)
     verdict_a, verdict_b = a.verdict or {}, b.verdict or {}
     return {

@@ -13,6 +13,7 @@ import torch
 import transformers
 
 import ghostviewer
+from ghostviewer.record.types import FINGERPRINT_KIND
 
 
 def determinism_flags() -> dict[str, Any]:
@@ -46,6 +47,7 @@ def describe_environment(device: str) -> dict[str, Any]:
         "device": device,
         "torch_threads": torch.get_num_threads(),
         "determinism": determinism_flags(),
+        "fingerprint": FINGERPRINT_KIND,  # runs with another kind compare by statistics (analysis/compare.py)
     }
     if device.startswith("cuda") and torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()

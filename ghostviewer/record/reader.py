@@ -101,6 +101,11 @@ class RunRecord(StoreRecord):
     def first_anomaly(self) -> dict[str, Any] | None:
         return self._meta_object("first_anomaly")
 
+    @property
+    def fingerprint_kind(self) -> str:
+        """How this run's fingerprints were made (record.types.FINGERPRINT_KIND); "sum" for older runs."""
+        return str(self.environment.get("fingerprint") or "sum")
+
     def _meta_object(self, key: str) -> dict[str, Any] | None:
         return self._object_or_refuse(key, self._meta_value(key))
 

@@ -8,6 +8,10 @@ from typing import Any
 PHASES: tuple[str, ...] = ("encode", "denoise", "decode")
 FP16_MAX = 65504.0
 FINGERPRINT_MOD = 1 << 32
+# How a run's fingerprints were made (environment["fingerprint"]): runs of different kinds compare by statistics.
+# "weighted32": sum over i of bits[i] * (2i + 1), wrapping at 32 bits: swaps and +1/-1 pairs no longer cancel.
+# "sum": the plain sum of the bit patterns (records without the key; 64-bit or wrapped, equal mod 2**32).
+FINGERPRINT_KIND = "weighted32"
 
 
 def wrap_fingerprint(value: int) -> int:

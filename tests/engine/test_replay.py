@@ -4,6 +4,7 @@ module when a block is nondeterministic, the initial noise when two seeds are co
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,41 @@ def test_replay_of_an_in_memory_run_needs_the_object(demo_loaded, runs_dir: Path
     original = _run(demo_loaded.pipe, runs_dir, seed=3)
     with pytest.raises(GhostError, match="pipeline="):
         api.replay(original["run_dir"], times=1)
+
+
+def test_a_swap_inside_one_output_is_named_at_that_module(demo_loaded, runs_dir: Path) -> None:
+    """Two elements of unet.mid_block's output trade places at step 0: a plain sum of the bits would call that
+    output unchanged and blame the next block; the position-weighted fingerprint names mid_block."""
+    good = _run(demo_loaded.pipe, runs_dir)
+    calls = []
+
+    def swap(_module, _args, out):  # noqa: ANN001, ANN202
+        calls.append(1)
+        if len(calls) == 1:
+            flat = out.view(-1)
+            first = flat[0].clone()
+            flat[0], flat[77] = flat[77], first
+        return out
+
+    handle = demo_loaded.pipe.unet.mid_block.register_forward_hook(swap)
+    try:
+        bad = _run(demo_loaded.pipe, runs_dir)
+    finally:
+        handle.remove()
+    where = api.compare(good["run_dir"], bad["run_dir"])["first_divergence"]
+    assert (where["module"], where["step"], where["what"]) == ("unet.mid_block", 0, "fingerprint"), where
+
+
+def test_runs_whose_fingerprints_were_made_differently_compare_by_statistics(demo_loaded, runs_dir: Path) -> None:
+    a = _run(demo_loaded.pipe, runs_dir)
+    b = _run(demo_loaded.pipe, runs_dir)
+    assert api.compare(a["run_dir"], b["run_dir"])["same"] is True
+    db = sqlite3.connect(Path(b["run_dir"]) / "run.sqlite")  # b as an older GhostViewer wrote it: plain sums
+    with db:
+        environment = json.loads(db.execute("SELECT value FROM meta WHERE key = 'environment'").fetchone()[0])
+        del environment["fingerprint"]
+        db.execute("UPDATE meta SET value = ? WHERE key = 'environment'", (json.dumps(environment),))
+        db.execute("UPDATE stats SET fp = fp + 12345")
+    db.close()
+    assert RunRecord(b["run_dir"]).fingerprint_kind == "sum"
+    assert api.compare(a["run_dir"], b["run_dir"])["same"] is True  # not a false divergence

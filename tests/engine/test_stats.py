@@ -28,19 +28,24 @@ def test_numpy_path_agrees_with_torch(numel: int) -> None:
         assert stats["std"] == pytest.approx(float(x.double().std()), rel=1e-3)
 
 
-def test_fingerprint_sees_one_bit_and_wraps_at_32_bits() -> None:
-    x = torch.randn(10_000, generator=torch.Generator().manual_seed(1))
-    y = x.clone()
-    y.view(torch.int32)[1234] ^= 1  # the lowest mantissa bit of one element
-    assert stats_and_fingerprint(x)[1] != stats_and_fingerprint(y)[1]
+def test_fingerprint_sees_one_bit_a_swap_and_an_ulp_pair_and_wraps_at_32_bits() -> None:
+    x = torch.randn(10_000, generator=torch.Generator().manual_seed(1)).abs() + 0.5
+    changed = {"one bit": x.clone(), "swap": x.clone(), "ulp pair": x.clone()}
+    changed["one bit"].view(torch.int32)[1234] ^= 1  # the lowest mantissa bit of one element
+    changed["swap"][[3, 7000]] = x[[7000, 3]]  # a plain sum of the bits would not see these two
+    changed["ulp pair"].view(torch.int32)[10] += 1
+    changed["ulp pair"].view(torch.int32)[20] -= 1
+    for name, y in changed.items():
+        assert stats_and_fingerprint(y)[1] != stats_and_fingerprint(x)[1], name
+        assert fingerprint(y) != fingerprint(x), name
     big = torch.randn(100_000, generator=torch.Generator().manual_seed(2))  # over the numpy path's size: torch
     assert fingerprint(big) == stats_and_fingerprint(big)[1]
+    assert fingerprint(x) == stats_and_fingerprint(x)[1]  # numpy and torch agree
     for value in (fingerprint(x), fingerprint(big), fingerprint(big.double()), fingerprint(big.half())):
         assert isinstance(value, int) and -(2**31) <= value < 2**31
-    # The same as the 64-bit sum older records kept, modulo 2**32: old and new records compare.
+    # Older records kept a plain 64-bit sum: equal to its 32-bit wrap modulo 2**32 (compare then goes by kind).
     old = int(big.view(torch.int32).sum(dtype=torch.int64))
-    assert old != fingerprint(big) and same_fingerprint(old, fingerprint(big))  # type: ignore[arg-type]
-    assert wrap_fingerprint(old) == fingerprint(big)
+    assert same_fingerprint(old, wrap_fingerprint(old)) and -(2**31) <= wrap_fingerprint(old) < 2**31
 
 
 def test_non_finite_tensors_are_counted() -> None:

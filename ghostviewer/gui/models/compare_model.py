@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, SignalInstance
 
-from ghostviewer.analysis.compare import Column, compare_records, delta_grid
+from ghostviewer.analysis.compare import Column, comparable_stats, compare_records, delta_grid
 from ghostviewer.gui import messages
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import StepDataModel
@@ -83,7 +83,7 @@ def load_comparison(run_a: str, run_b: str, stat: str = "std") -> Comparison:
     """Read both records and compare them (no Qt: runs on a worker). RecordError when either is unreadable."""
     a, b = RunRecord(run_a), RunRecord(run_b)
     result = compare_records(a, b)
-    modules, columns, deltas, differs = delta_grid(a.stats(), b.stats(), stat)
+    modules, columns, deltas, differs = delta_grid(*comparable_stats(a, b), stat)
     final_a, final_b = read_rgb(a.image_path("final")), read_rgb(b.image_path("final"))
     final_diff, gain = difference_image(final_a, final_b)
     return Comparison(
