@@ -22,7 +22,7 @@ from ghostviewer.engine.loading import LoadedPipeline, load_pipeline
 from ghostviewer.engine.runner import CancelToken, RunFailed, execute_run
 from ghostviewer.engine.settings import RunSettings, names
 from ghostviewer.engine.sweep_jobs import Items, SweepJob, count_jobs, jobs_or_error, parse_seed_spec
-from ghostviewer.record import StudyRecord, StudyWriter
+from ghostviewer.record import RecordError, RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.study import canonical_key
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -91,10 +91,15 @@ def run_one(loaded: Any, settings: RunSettings, runs_dir: Path, cancel: CancelTo
 
 
 def _recorded_runs(study: StudyWriter, steps: int) -> list[dict[str, Any]]:
-    """The runs a resumed study already holds, as run dicts (from its index: no run is opened). `steps`: the
-    sweep's, for runs whose list entry did not set its own."""
+    """The runs a resumed study already holds, as the run dicts a fresh sweep returns (read from each run's record;
+    from the study's index when a record cannot be read). `steps`: the sweep's, for entries without their own."""
     runs = []
     for r in StudyRecord(study.path).runs():
+        try:
+            runs.append({**RunRecord(r.run_dir).summary(), "status": r.status})
+            continue
+        except RecordError:
+            pass
         image = r.run_dir / "images" / "final.png"
         runs.append({"run_dir": str(r.run_dir), "prompt": r.key.get("prompt"), "seed": r.key.get("seed"),
                      "steps": r.key.get("steps") or steps,

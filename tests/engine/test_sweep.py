@@ -66,6 +66,8 @@ def test_a_cancelled_sweep_resumes_and_skips_what_is_done(demo_loaded, runs_dir:
     assert StudyRecord(first["study_dir"]).status == "done"
     assert {r["run_dir"] for r in first["runs"]} <= {r["run_dir"] for r in second["runs"]}
     assert all(r["steps"] == 2 for r in second["runs"])  # the carried-over runs too
+    for run in second["runs"]:  # carried over or made now, the same run dict: the record's verdict, with scores
+        assert run["verdict"] == RunRecord(Path(run["run_dir"])).verdict and run["elapsed_s"] is not None
 
 
 def test_resume_refuses_settings_it_would_ignore(runs_dir: Path, capsys) -> None:
