@@ -22,6 +22,7 @@ __all__ = ["SD15_FACTORS", "SDXL_BIAS", "SDXL_FACTORS", "LatentPreview"]
 class LatentPreview:
     def __init__(self, weights: np.ndarray | None, bias: np.ndarray | None, source: str) -> None:
         self.weights, self.bias, self.source = weights, bias, source
+        self._scaled_map: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def for_pipeline(cls, pipe: object, folder: Path | None = None) -> LatentPreview:
@@ -40,16 +41,28 @@ class LatentPreview:
     def __call__(self, latents: np.ndarray) -> np.ndarray:
         """(C, H, W) latents → (H, W, 3) uint8 RGB. Non-finite values show as magenta, so NaN is visible."""
         z = np.asarray(latents, np.float32)
-        bad = ~np.isfinite(z).all(axis=0)
-        z = np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0)
+        finite = np.isfinite(z).all(axis=0)
+        healthy = bool(finite.all())
+        if not healthy:
+            z = np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0)
         if self.weights is not None and z.shape[0] == self.weights.shape[0]:
             channels, height, width = z.shape  # a matmul: einsum's setup costs ~10x the arithmetic here
-            rgb = (z.reshape(channels, -1).T @ self.weights).reshape(height, width, 3) + self.bias
-            rgb = (rgb + 1.0) / 2.0
+            # ((z·W + b) + 1) / 2 · 255, with the scaling folded into the map (computed once)
+            weights, bias = self._scaled()
+            rgb = z.reshape(channels, -1).T @ weights
+            rgb += bias
+            rgb = rgb.reshape(height, width, 3)
         else:
             rgb = z[:3].transpose(1, 2, 0) if z.shape[0] >= 3 else np.repeat(z[:1], 3, 0).transpose(1, 2, 0)
             lo, hi = np.percentile(rgb, 1), np.percentile(rgb, 99)
-            rgb = (rgb - lo) / max(hi - lo, 1e-6)
-        image = (np.clip(rgb, 0, 1) * 255).round().astype(np.uint8)
-        image[bad] = (255, 0, 255)
+            rgb = (rgb - lo) / max(hi - lo, 1e-6) * 255.0
+        image = np.rint(np.clip(rgb, 0.0, 255.0)).astype(np.uint8)
+        if not healthy:
+            image[~finite] = (255, 0, 255)
         return image
+
+    def _scaled(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._scaled_map is None:
+            assert self.weights is not None and self.bias is not None
+            self._scaled_map = (self.weights * np.float32(127.5), (self.bias + np.float32(1.0)) * np.float32(127.5))
+        return self._scaled_map

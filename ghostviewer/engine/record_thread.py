@@ -6,6 +6,10 @@ always on the runner's thread (`release`), at most `backlog` steps after the ste
 in a step event is still seen within a step or two. Host copies are made before anything is handed over: the
 writer thread never touches a torch tensor. An error in the writer stops further writes (the run then fails
 with it); `finish` always runs, so the record is closed whatever happened.
+
+`hold=True` (a sweep's runs) keeps every write until `finish` and commits once: nothing of the run is on disk before
+it ends, and the pipeline never shares the interpreter with the recorder while it computes (about 4 % of a demo
+run). A sweep loses nothing by it: resuming re-runs a run that did not end.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ Emit = Callable[[dict[str, Any]], None]
 class ThreadedWriter:
     """The RunWriter calls the runner makes, queued to the recorder thread (same names, same order)."""
 
-    def __init__(self, create: Callable[[], RunWriter]) -> None:
+    def __init__(self, create: Callable[[], RunWriter], hold: bool = False) -> None:
+        self.hold = hold
+        self._held: list[tuple[Job, Future[Any], bool]] = []
         self._jobs: queue.SimpleQueue[tuple[Job, Future[Any], bool] | None] = queue.SimpleQueue()
         self._events: deque[tuple[Future[Any], dict[str, Any] | Callable[[], dict[str, Any]]]] = deque()
         self._error: BaseException | None = None
@@ -62,7 +68,10 @@ class ThreadedWriter:
 
     def submit(self, job: Job, always: bool = False) -> Future[Any]:
         future: Future[Any] = Future()
-        self._jobs.put((job, future, always))
+        if self.hold and not self._finished:
+            self._held.append((job, future, always))
+        else:
+            self._jobs.put((job, future, always))
         self._last = future
         return future
 
@@ -97,7 +106,10 @@ class ThreadedWriter:
 
     def add_step(self, info: Any, tensors: Callable[[], dict[str, Any]]) -> None:
         """tensors: called on the recorder thread (previews are computed there, from host copies)."""
-        self.submit(lambda w: w.add_step(info, tensors()))
+        if self.hold:  # held writes are committed once, at the end
+            self.submit(lambda w: w.add_step(info, tensors(), commit=False))
+        else:
+            self.submit(lambda w: w.add_step(info, tensors()))
 
     def commit(self) -> None:
         self.submit(lambda w: w.commit())
@@ -113,6 +125,9 @@ class ThreadedWriter:
         if self._finished:
             return
         self._finished = True
+        for item in self._held:
+            self._jobs.put(item)
+        self._held.clear()
         done = self.submit(lambda w: w.finish(status, elapsed_s, error=error), always=True)
         self._jobs.put(None)
         self._thread.join()
@@ -125,7 +140,10 @@ class ThreadedWriter:
         self._events.append((self._last, event))
 
     def release(self, emit: Emit, backlog: int = 0) -> None:
-        """Emit the events whose writes are done, waiting for the oldest ones until at most `backlog` remain."""
+        """Emit the events whose writes are done, waiting for the oldest ones until at most `backlog` remain
+        (held writes are done only once the record is finished)."""
+        if self.hold and not self._finished:
+            return
         while self._events:
             future, event = self._events[0]
             if not future.done() and len(self._events) <= backlog:

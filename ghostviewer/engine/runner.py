@@ -112,10 +112,30 @@ def build_interventions(loaded: LoadedPipeline, settings: RunSettings) -> list[A
     for bypass in bypasses:
         bypass.check(loaded.pipe)
     bridge = [DtypeBridge()] if DtypeBridge.needed(loaded.pipe) else []
+    faults = [make_fault(name) for name in settings.faults]
+    _check_faults_fit(loaded.pipe, settings, faults)
     # Faults prepend their output hooks and a bypass appends its own, so on a block that has both the fault runs
     # first and the bypass then replaces the faulty output. The other way round, bypassing a block would not
     # remove a fault hooked on that very block (fp16-vae-overflow), and bisection could never name it.
-    return [*bridge, *bypasses, *[make_fault(name) for name in settings.faults]]
+    return [*bridge, *bypasses, *faults]
+
+
+def _check_faults_fit(pipe: Any, settings: RunSettings, faults: list[Any]) -> None:
+    """Apply each fault and take it off again before anything is recorded: a preset made for another family (a
+    U-Net block on a transformer pipeline) is a usage error, said in one line, not a failed run."""
+    ctx = RunContext(pipe=pipe, prompt=settings.prompt, negative_prompt=settings.negative_prompt,
+                     seed=int(settings.seed), current_step=lambda: None)
+    for fault in faults:
+        try:
+            with applied([fault], ctx):
+                pass
+        except GhostError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the preset tripped on: it does not fit
+            text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # KeyError's str() adds quotes
+            reason = " ".join(str(text).split()) or type(exc).__name__
+            raise GhostError(f"the fault {fault.name!r} does not fit this pipeline "
+                             f"({type(pipe).__name__}): {reason}") from exc
 
 
 def execute_run(
@@ -127,6 +147,7 @@ def execute_run(
     *,
     tensors_every: int = 1,
     baseline: Any = "auto",
+    flight: bool = True,
 ) -> dict[str, Any]:
     """Run the pipeline once with tracing and interventions; return CONTRACT's `run` dict.
 
@@ -136,10 +157,13 @@ def execute_run(
     `tensors_every`: k > 1 writes the step tensors (latents, x0, previews) only every k-th step and at the last
     one (sweeps); statistics and fingerprints are recorded at every step whatever k, so the verdict and the first
     anomaly are those of a full run.
+
+    `flight`: False (sweeps) writes the whole record when the run ends instead of step by step
+    (record_thread.py, hold): the same record, but a run killed midway leaves none of its steps.
     """
     original_scheduler = loaded.pipe.scheduler  # a run's --scheduler must not leak into the next run
     try:
-        return _execute(loaded, settings, runs_dir, cancel, on_progress, max(1, int(tensors_every)), baseline)
+        return _execute(loaded, settings, runs_dir, cancel, on_progress, max(1, int(tensors_every)), baseline, flight)
     finally:
         loaded.pipe.scheduler = original_scheduler
 
@@ -152,6 +176,7 @@ def _execute(
     on_progress: ProgressFn | None,
     tensors_every: int = 1,
     baseline: Any = "auto",
+    flight: bool = True,
 ) -> dict[str, Any]:
     settings, notes = prepare_settings(loaded, settings)
     interventions = build_interventions(loaded, settings)
@@ -164,7 +189,7 @@ def _execute(
     environment["determinism"] = {**environment.get("determinism", {}), "generator_device": "cpu"}
     # The record is written on its own thread while the pipeline computes (record_thread.py); events are
     # still emitted here, each once its writes are committed.
-    writer = ThreadedWriter(lambda: RunWriter.create(Path(runs_dir), settings.to_dict(), environment))
+    writer = ThreadedWriter(lambda: RunWriter.create(Path(runs_dir), settings.to_dict(), environment), hold=not flight)
     emit = on_progress or (lambda _event: None)
     judge = RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline)  # baseline, prompt check
     detector = judge.detector()

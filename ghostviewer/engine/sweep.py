@@ -82,7 +82,8 @@ def run_one(loaded: Any, settings: RunSettings, runs_dir: Path, cancel: CancelTo
             tensors_every: int) -> dict[str, Any]:
     """One sweep run as a CONTRACT run dict with its status; a pipeline that raises is a failed run, not an end."""
     try:
-        result = execute_run(loaded, settings, runs_dir, cancel, tensors_every=tensors_every)
+        # Written when it ends (flight=False): a sweep re-runs on resume a run that did not end.
+        result = execute_run(loaded, settings, runs_dir, cancel, tensors_every=tensors_every, flight=False)
     except RunFailed as exc:
         return {"run_dir": str(exc.run_dir), "prompt": settings.prompt, "seed": settings.seed,
                 "steps": settings.steps, "verdict": None, "first_anomaly": None, "image": None,

@@ -130,11 +130,11 @@ class StoreFormat:
 
 
 # -- writing -----------------------------------------------------------------------------------------------
-def connect(db: Path) -> sqlite3.Connection:
+def connect(db: Path, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """A writer's connection: WAL, so readers see each commit while the writer goes on."""
     conn = sqlite3.connect(db, timeout=5.0)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA synchronous={'OFF' if synchronous == 'OFF' else 'NORMAL'}")
     return conn
 
 
@@ -171,6 +171,7 @@ class StoreWriter:
     """The writing side of a record folder; subclasses set FORMAT and add their own writes."""
 
     FORMAT: ClassVar[StoreFormat]
+    SYNCHRONOUS: ClassVar[str] = "NORMAL"
 
     def __init__(self, path: Path, conn: sqlite3.Connection, record_id: str, lock: WriterLock | None = None) -> None:
         self.path = path
@@ -193,7 +194,7 @@ class StoreWriter:
         path = _make_folder(runs_dir, fmt.noun, record_id, prefix)
         lock = WriterLock.acquire(path, fmt.noun)  # before the database: no reader ever sees a record without it
         try:
-            conn = connect(path / fmt.db_name)
+            conn = connect(path / fmt.db_name, cls.SYNCHRONOUS)
             fmt.prepare(conn)
             created = datetime.now().astimezone().isoformat(timespec="milliseconds")
             write_meta(conn, {fmt.id_key: path.name, "created_at": created, "status": "running", **meta})

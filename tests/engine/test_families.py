@@ -383,3 +383,13 @@ def test_prompt_word_count_leaves_out_only_the_added_special_tokens(family: str)
     assert count("") == 0
     if family == "pixart":  # T5's unknown token is not one it adds: an unknown character still counts
         assert count("a red 🙂") == len(pipe.tokenizer("a red 🙂").input_ids) - 1
+
+
+def test_a_preset_made_for_another_family_is_refused_before_anything_is_recorded(family_dir, runs_dir: Path,
+                                                                                 capsys) -> None:
+    """scaled-block hooks a U-Net resnet: on SD3 (no U-Net) it is a usage error (exit 2, one line), no run folder."""
+    code = main(["run", "--pipeline", str(family_dir("sd3")), "--prompt", PROMPT, "--steps", "2", "--width",
+                 str(SIZE), "--height", str(SIZE), "--fault", "scaled-block", "--runs-dir", str(runs_dir)])
+    err = capsys.readouterr().err
+    assert code == 2 and "the fault 'scaled-block' does not fit this pipeline" in err and "no component 'unet'" in err
+    assert "Traceback" not in err and not any(runs_dir.iterdir())

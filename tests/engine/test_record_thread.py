@@ -31,6 +31,39 @@ def test_step_events_come_after_their_step_is_committed(demo_loaded, runs_dir: P
     assert seen == [("started", -1), *[("step", i) for i in range(5)], ("finished", -1)]
 
 
+def _steps_on_disk_mid_run(demo_loaded, runs_dir: Path, flight: bool) -> tuple[list[int], dict]:
+    """What a reader of the record sees while step 4 computes, and the run's summary."""
+    seen: list[int] = []
+    calls = iter(range(10**6))
+
+    def peek(*_args) -> None:  # noqa: ANN002
+        if next(calls) == 4:
+            (folder,) = list(runs_dir.iterdir())
+            seen.extend(s.index for s in RunRecord(folder).steps())
+
+    handle = demo_loaded.pipe.unet.register_forward_hook(peek)
+    try:
+        result = execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=6, seed=2,
+                                                      faults=("fp16-vae-overflow",)), runs_dir, flight=flight)
+    finally:
+        handle.remove()
+    return seen, result
+
+
+def test_a_held_record_is_written_when_the_run_ends_and_equals_the_flight_record(demo_loaded, tmp_path: Path
+                                                                                ) -> None:
+    flight_seen, flight = _steps_on_disk_mid_run(demo_loaded, tmp_path / "flight", True)
+    held_seen, held = _steps_on_disk_mid_run(demo_loaded, tmp_path / "held", False)
+    assert flight_seen and held_seen == []  # the flight recorder commits each step; a held run nothing yet
+    assert held["verdict"] == flight["verdict"] and held["first_anomaly"] == flight["first_anomaly"]
+    assert held["first_anomaly"] is not None
+    a, b = RunRecord(flight["run_dir"]), RunRecord(held["run_dir"])
+    assert b.status == "done" and [s.index for s in b.steps()] == list(range(6))
+    rows = lambda r: [(x.phase, x.step, x.module, x.fingerprint) for x in r.stats()]  # noqa: E731
+    assert rows(a) == rows(b)
+    assert [f["name"] for f in a.files()] == [f["name"] for f in b.files()]
+
+
 def test_a_write_that_fails_fails_the_run_and_closes_the_record(demo_loaded, runs_dir: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     original = RunWriter.add_step
