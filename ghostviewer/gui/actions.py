@@ -145,7 +145,7 @@ def gate_replay(actions: WindowActions, button: QAbstractButton, shown: bool, al
     """Replay (the Run menu's entries and the timeline's button) offered only when the shown run may be replayed
     (a bug report's run: on its own weights); `why` (which component differs, or that they match) in the tips."""
     for action in (actions.replay, actions.replay_5, actions.replay_20):
-        action.setEnabled(allowed)
+        action.setEnabled(shown and allowed)
         action.setToolTip(why or action.statusTip())
     button.setEnabled(shown and allowed)
     button.setToolTip(why or REPLAY_TIP)

@@ -210,7 +210,10 @@ class RunController(QObject):
 
     def jump_to_first_anomaly(self) -> bool:
         """Select the shown run's first anomaly: its module (tree, heat map, feature maps) and its step."""
-        anomaly = self.timeline.record.first_anomaly if self.timeline.record is not None else None
+        if self.timeline.record is None:
+            self.sigMessage.emit(messages.NO_RUN_SHOWN)
+            return False
+        anomaly = self.timeline.record.first_anomaly
         if not anomaly or not anomaly.get("module"):
             self.sigMessage.emit(messages.NO_ANOMALY)
             return False

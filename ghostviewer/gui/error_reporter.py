@@ -64,12 +64,17 @@ class ErrorReporter(QObject):
         self.sigReported.emit(message)
         if not self.dialogs:
             return
+        for shown in self._open:  # the same message again (the engine died twice): one box, brought forward
+            if shown.text() == message:
+                shown.raise_()
+                return
         box = QMessageBox(QMessageBox.Icon.Warning, "GhostViewer", message, QMessageBox.StandardButton.Ok,
                           self.parent_widget)
         for label, action in self.remedies(message):
             button = box.addButton(label, QMessageBox.ButtonRole.AcceptRole)
             button.clicked.connect(lambda _checked=False, action=action: action())
             box.setDefaultButton(button)
+        box.setEscapeButton(QMessageBox.StandardButton.Ok)  # Esc and the title bar's close button: OK
         box.finished.connect(lambda _result, box=box: self._closed(box))
         self._open.append(box)
         box.open()  # window-modal, but not blocking: the run queue and timers keep going

@@ -197,7 +197,10 @@ class JobScheduler(QObject):
 
     def _mark_waiting(self) -> None:
         """Queued jobs say what holds them back ("waiting for the bisection"), and stop saying it after."""
-        why = messages.JOB_WAITING.format(work=HOLDS[self._holds[-1]][1]) if self._holds else ""
+        if self.engine.state == "stopped":
+            why = messages.JOB_WAITING_ENGINE
+        else:
+            why = messages.JOB_WAITING.format(work=HOLDS[self._holds[-1]][1]) if self._holds else ""
         for job in self.queue.jobs():
             if job.status == "queued" and job.waiting != why:
                 self.queue.update(job.id, waiting=why)
@@ -227,6 +230,7 @@ class JobScheduler(QObject):
             self._loaded_key = None  # a new process starts with nothing loaded
             if self._stopping is None and self._inflight is not None:
                 QTimer.singleShot(0, self._end_orphan)  # after sigEngineDied, which says why when it comes
+        self._mark_waiting()
         self._publish()
 
     def _end_orphan(self) -> None:

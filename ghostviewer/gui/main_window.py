@@ -195,6 +195,7 @@ class MainWindow(QMainWindow):
         self._saved_layout = restore_geometry(self, s.settings)
         self._default_layout: QByteArray | None = None  # captured at the first show, for Reset layout
         fit_to_screen(self)
+        self._gate_replay()  # no run shown yet: Replay is off
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)

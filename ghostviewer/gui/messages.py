@@ -17,6 +17,9 @@ FINAL_REFUSED = "⚠ final image refused: {message}"
 FINAL_UNREADABLE = "⚠ the final image {path} cannot be read"
 HISTORY_UNREADABLE = "⚠ unreadable: {problem}"  # a history row (the whole message in its tooltip)
 HISTORY_PROBLEM = "Run {name}: {problem}"  # the status bar, when such a row is picked
+DROP_MISSING = ("{path} is not there: it was moved or deleted, or its name has characters this system cannot "
+                "pass on (rename it and drop it again).")
+DROP_NOT_FILE = "{path} is not a file or a folder (a broken link, a pipe or a device): nothing to open."
 DROP_UNKNOWN = (
     "GhostViewer does not know what to do with {path}. Drop a pipeline folder, a .safetensors checkpoint, "
     "a run folder, a bug-report bundle (.zip), or a prompt list (.txt, .csv, .jsonl)."
@@ -37,6 +40,7 @@ REPLAY_UNCHECKED = "Replay of seed {seed} did not finish ({status}); nothing to 
 UNEXPECTED = "Something went wrong inside GhostViewer: {message}. The details are in the log."
 RUNS_DIR_CHANGED = "Runs folder: {path}"
 NO_ANOMALY = "The shown run has no anomaly (no NaN/Inf, no fp16 overflow, no collapse or explosion)."
+NO_RUN_SHOWN = "No run is shown: run one, or open one from the history."
 ANOMALY_PREFIX = "First anomaly:"
 ANOMALY_AT = ANOMALY_PREFIX + " {kind} in {module} ({where})."
 FM_NOT_CAPTURED = "{module}: not captured — tick Capture in the block tree and re-run."
@@ -58,6 +62,7 @@ COMPARE_NO_RUN = "Show a run first: it is run A of the comparison."
 # Bisection by bypass.
 BISECT_BUSY = "A bisection is already running; cancel it first."
 BISECT_NOTHING = "Nothing to bisect: run {run_id} ended {status} with no bad verdict and no anomaly."
+BISECT_NOT_ENDED = "Run {run_id} is still running: bisect it once it has ended."
 BISECT_WAITING = "Bisection of {run_id} waits for the engine…"
 BISECT_STARTED = "Bisecting {run_id} by bypass (symptom: {symptom})…"
 BISECT_TRIAL = "Bisection: re-run {trial}/{budget} — {symptom}."
@@ -70,6 +75,7 @@ STUDY_FAILED = "Could not open the study {path}: {message}"
 # The engine busy with a coordinator's own command (the status bar), and the queued runs held back meanwhile.
 ENGINE_BUSY = "engine busy: {doing}…"  # bisecting, sweeping
 JOB_WAITING = "waiting for {work}"  # the bisection, the sweep
+JOB_WAITING_ENGINE = "waiting for the engine (Engine ▸ Restart engine)"
 # Replaying a run from a bug report: only on the very weights it was made with.
 REPLAY_NO_PIPELINE = ("Replay is off for {run_id} (from the bug report {bundle}): load the pipeline it was made "
                       "with ({source}) first — its weight hashes must match.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -68,5 +69,9 @@ class PathOpener(QObject):
             self.queue_prompt_list(path)
         elif kind == "bundle":
             self.open_bundle(path)
+        elif not os.path.lexists(path):
+            c.reporter.note(messages.DROP_MISSING.format(path=path))
+        elif not (Path(path).is_file() or Path(path).is_dir()):
+            c.reporter.note(messages.DROP_NOT_FILE.format(path=path))
         else:
             c.reporter.note(messages.DROP_UNKNOWN.format(path=path))

@@ -102,6 +102,9 @@ class BisectCoordinator(QObject):
         except RecordError as exc:
             self.reporter.note(messages.NOT_A_RUN.format(path=run_dir, message=one_line(exc)))
             return False
+        if record.status == "running":
+            self.reporter.report(messages.BISECT_NOT_ENDED.format(run_id=record.run_id))
+            return False
         if record.status != "done" or symptom is None:
             self.reporter.report(messages.BISECT_NOTHING.format(run_id=record.run_id, status=record.status))
             return False

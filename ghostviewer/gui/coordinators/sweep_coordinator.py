@@ -71,7 +71,10 @@ class SweepCoordinator(QObject):
         """Sweep a prompt list × seeds (the gallery's field by default); False when the list or seeds are bad."""
         seeds = self.seeds if seeds is None else seeds
         try:
-            count = count_prompt_list(list_path) * len(parse_seeds(seeds))
+            prompts = count_prompt_list(list_path)
+            if prompts == 0:
+                raise PromptListError("it holds no prompts (only blank lines or # comments)")
+            count = prompts * len(parse_seeds(seeds))
         except PromptListError as exc:
             self.reporter.report(MESSAGES["list"].format(path=list_path, message=exc))
             return False

@@ -5,8 +5,8 @@ asks; the controller queues."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRegularExpression, Qt, Signal
-from PySide6.QtGui import QRegularExpressionValidator, QResizeEvent
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QResizeEvent, QValidator
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -20,10 +20,12 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSpinBox,
     QToolButton,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
 
+from ghostviewer.analysis.seeds import MAX_SEED
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.pipeline_model import PipelineModel
 from ghostviewer.gui.models.prompt_model import PromptModel, intervention_words
@@ -38,6 +40,23 @@ def _size_box() -> QSpinBox:
     return box
 
 
+SEED_TIP = f"The run's seed: 0 to {MAX_SEED}. Unlock it to draw a new one per run."
+
+
+class SeedValidator(QValidator):
+    """Digits only, at most MAX_SEED (what the engine accepts): a keystroke past it is refused, not truncated later."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
+        if not text:
+            return QValidator.State.Intermediate, text, pos
+        if not (text.isascii() and text.isdigit()) or int(text) > MAX_SEED:
+            return QValidator.State.Invalid, text, pos
+        return QValidator.State.Acceptable, text, pos
+
+
 class PromptPanel(QWidget):
     runRequested = Signal()
 
@@ -48,12 +67,13 @@ class PromptPanel(QWidget):
         self.prompt = QPlainTextEdit(placeholderText="a red circle on a blue background")
         self.prompt.setFixedHeight(56)
         self.negative = QLineEdit(placeholderText="negative prompt (optional)")
-        self.seed = QLineEdit(validator=QRegularExpressionValidator(QRegularExpression(r"\d{1,19}")))
+        self.seed = QLineEdit(validator=SeedValidator(), toolTip=SEED_TIP)
+        self.seed.inputRejected.connect(self._seed_rejected)
         self.lock = QToolButton(text="Lock", checkable=True,
                                 toolTip="Locked: every run uses this seed. Unlocked: each run draws a new one.")
         self.dice = QToolButton(text="Randomise", toolTip="Draw a new seed now")
         self.steps = QSpinBox(minimum=1, maximum=1000)
-        self.guidance = QDoubleSpinBox(minimum=0.0, maximum=50.0, singleStep=0.5, decimals=1)
+        self.guidance = QDoubleSpinBox(minimum=0.0, maximum=50.0, singleStep=0.5, decimals=2)
         self.width_box, self.height_box = _size_box(), _size_box()
         self.scheduler = QComboBox()
         self.fault = QComboBox(toolTip="Inject a known bug from the ghost lab (fault presets)")
@@ -81,7 +101,7 @@ class PromptPanel(QWidget):
         column.addLayout(form)
         column.addStretch(1)
         self.scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)  # a narrow dock scrolls
         self.scroll.setWidget(fields)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -108,6 +128,10 @@ class PromptPanel(QWidget):
             blocks.captureChanged.connect(self._sync_run_button)
         self._sync()
         self._sync_schedulers()
+
+    def _seed_rejected(self) -> None:
+        """Say why a keystroke or paste did nothing (a seed past the largest, or not a number)."""
+        QToolTip.showText(self.seed.mapToGlobal(self.seed.rect().bottomLeft()), SEED_TIP, self.seed)
 
     def active_words(self) -> list[str]:
         """What the next run changes in the pipeline: ghost, bypasses, captures."""
@@ -186,6 +210,8 @@ class PromptPanel(QWidget):
         self.lock.blockSignals(False)
         for box, value in ((self.steps, m.steps), (self.guidance, m.guidance), (self.width_box, m.width),
                            (self.height_box, m.height)):
+            if box.value() == value:
+                continue  # setValue rewrites the text: typing "7." would become "7.0" under the cursor
             box.blockSignals(True)
             box.setValue(value)
             box.blockSignals(False)

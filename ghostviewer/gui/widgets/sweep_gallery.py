@@ -365,6 +365,9 @@ def build_sweep_gallery(state: Any) -> SweepGallery:
     gallery.bisectRequested.connect(lambda run_dir: state.controller.bisect(run_dir))
     gallery.compareRequested.connect(lambda a, b: state.controller.compare_runs(a, b))
     state.opener.sweeps = coordinator
+    # A sweep that starts (a dropped list, Resume) shows itself: the gallery comes forward, the status bar says so.
+    coordinator.stateChanged.connect(lambda st: raise_dock(gallery, 380) if st == "waiting" else None)
+    coordinator.sigMessage.connect(state.controller.sigMessage.emit)
     studies = getattr(state.controller, "studies", None)
     if studies is not None:
         studies.sweeps = coordinator
