@@ -129,14 +129,48 @@ def iter_modules(pipe: object, depth: Depth = "block") -> Iterator[tuple[str, nn
     """(path, module) for every traced module at the given depth, component by component."""
     for component, root in pipeline_components(pipe).items():
         internal: list[str] = []  # prefixes of attention / feed-forward modules seen so far (parents come first)
+        found: list[tuple[str, nn.Module, bool]] = []
         for relative, module in root.named_modules():
             if not relative:
                 continue
             inside = any(relative.startswith(prefix) for prefix in internal)
             if _is_layer_internal(module):
                 internal.append(relative + ".")
-            if (not inside and _is_block(relative, module)) or (depth == "leaf" and not _is_container(module)):
+            found.append((relative, module, not inside and _is_block(relative, module)))
+        gaps = _gaps(root, {relative for relative, _, block in found if block})
+        for relative, module, block in found:
+            if block or relative in gaps or (depth == "leaf" and not _is_container(module)):
                 yield f"{component}.{relative}", module
+
+
+def _is_no_op(module: nn.Module) -> bool:
+    """Modules that hand their input on unchanged at inference: nothing to trace."""
+    return isinstance(module, (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d))
+
+
+def _gaps(root: nn.Module, blocks: set[str]) -> set[str]:
+    """The modules that run between blocks at the top of a component: the other children of the component and
+    of the direct children that hold blocks (`unet.conv_act`, `vae.decoder.conv_in`, a T5 stack's
+    `encoder.embed_tokens`). Untraced, a fault in one would first show in the next block that runs — a healthy
+    one, named as the culprit."""
+    parents: list[tuple[str, nn.Module]] = [("", root)]
+    for name, child in root.named_children():
+        if name in _WRAPPERS:
+            parents.append((name + ".", child))
+            parents.extend((f"{name}.{inner}.", grandchild) for inner, grandchild in child.named_children())
+        else:
+            parents.append((name + ".", child))
+    gaps: set[str] = set()
+    for prefix, parent in parents:
+        # the component itself, and the direct children that are blocks holding blocks (vae.decoder, a T5 stack)
+        is_block_parent = prefix.rstrip(".") in blocks and any(b.startswith(prefix) for b in blocks)
+        if prefix and not is_block_parent and prefix.rstrip(".") not in _WRAPPERS:
+            continue
+        for name, child in parent.named_children():
+            relative = prefix + name
+            if relative not in blocks and not _is_container(child) and name not in _WRAPPERS and not _is_no_op(child):
+                gaps.add(relative)
+    return gaps
 
 
 def discover_blocks(pipe: object) -> list[Block]:

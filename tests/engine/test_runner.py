@@ -193,3 +193,19 @@ def test_zero_residual_bypass_keeps_only_the_shortcut(demo_loaded, runs_dir: Pat
     assert row.shape[1] == demo_loaded.pipe.unet.up_blocks[1].resnets[0].out_channels
     assert np.isfinite(record.step_tensors(3)[f"fm/{module}"]).all()
     assert_no_leftovers(demo_loaded.pipe)
+
+
+@pytest.mark.parametrize(("module", "phase"), [("unet.conv_act", "denoise"), ("vae.decoder.conv_in", "decode")])
+def test_a_nan_from_a_module_between_blocks_is_named_there_at_block_depth(demo_loaded, runs_dir: Path, module: str,
+                                                                          phase: str) -> None:
+    """An activation or a decoder's first conv sits between blocks: traced at block depth too, a fault in it is named
+    there, not at the healthy block that runs next (unet.conv_out, vae.decoder.mid_block.resnets.0)."""
+    from ghostviewer.engine.blocks import resolve_module
+
+    handle = resolve_module(demo_loaded.pipe, module).register_forward_hook(lambda _m, _a, out: out * float("nan"))
+    try:
+        result = execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=3), runs_dir)
+    finally:
+        handle.remove()
+    anomaly = result["first_anomaly"]
+    assert (anomaly["module"], anomaly["phase"], anomaly["kind"]) == (module, phase, "nan")
