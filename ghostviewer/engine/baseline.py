@@ -3,7 +3,8 @@
 A baseline is keyed by the pipeline's identity (its weight hashes, recorded in every run's environment) and the
 settings that change its activations (analysis.baseline.SETTINGS_KEYS); it is looked for in
 `<runs_dir>/baselines/<key>.json`, then among the baselines the project ships (`resources/baselines/`, the demo
-pipeline's at its default settings). A pipeline object in memory has no weight hashes, so it has no baseline.
+pipeline's at its default settings). A pipeline object in memory has the weight hashes of the folder it was loaded
+from while it still holds that folder's weights (memory_identity.py); otherwise none, and no baseline.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def dtype_label(dtypes: dict[str, str]) -> str | None:
 
 
 def identity_of(loaded: LoadedPipeline) -> dict[str, Any] | None:
-    """What names the pipeline's weights: its class and per-component weight hashes (None in memory)."""
+    """What names the pipeline's weights: its class and per-component weight hashes (None without hashes)."""
     if not loaded.weight_hashes:
         return None
     return {"class": type(loaded.pipe).__name__, "weight_hashes": dict(sorted(loaded.weight_hashes.items()))}
@@ -66,7 +67,8 @@ def lookup_baseline(
     """(the matching baseline or None, a one-line note for the run's event log saying which or why none)."""
     identity = identity_of(loaded)
     if identity is None:
-        return None, "no baseline: the pipeline has no weight hashes (a pipeline object in memory)"
+        why = loaded.identity_note or "the pipeline has no weight hashes (a pipeline object in memory)"
+        return None, f"no baseline: {why}; drift and colour-range checks are off"
     values = settings.to_dict() if isinstance(settings, RunSettings) else dict(settings)
     key = baseline_key(identity, key_settings(loaded, values))
     folders = [Path(runs_dir) / BASELINES_FOLDER] if runs_dir is not None else []

@@ -23,6 +23,7 @@ from ghostviewer.engine.baseline import CHANNEL_MEANS, lookup_baseline
 from ghostviewer.engine.channel_means import ChannelMeans
 from ghostviewer.engine.clip_score import clip_score, find_local_clip
 from ghostviewer.engine.loading import DEMO_PIPELINE_DIR, LoadedPipeline
+from ghostviewer.engine.memory_identity import folder_of
 from ghostviewer.engine.settings import RunSettings
 
 AUTO = "auto"
@@ -31,6 +32,9 @@ AUTO = "auto"
 def is_demo(loaded: LoadedPipeline) -> bool:
     if loaded.source_kind == "demo":
         return True
+    if loaded.source_kind == "memory":  # the demo's weights, handed over as an object (memory_identity.py)
+        folder = folder_of(loaded.pipe)
+        return bool(loaded.weight_hashes) and folder is not None and folder.resolve() == DEMO_PIPELINE_DIR
     return loaded.source_kind == "folder" and Path(loaded.source).resolve() == DEMO_PIPELINE_DIR
 
 

@@ -80,6 +80,7 @@ class LoadedPipeline:
     device: str
     dtypes: dict[str, str]  # component -> "float32" etc., as loaded
     weight_hashes: dict[str, str]  # component -> first 16 hex chars of sha256 (see hash_files)
+    identity_note: str = ""  # why an in-memory pipeline has no weight hashes (memory_identity.py)
 
 
 def load_pipeline(

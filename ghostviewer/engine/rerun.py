@@ -13,6 +13,7 @@ from typing import Any
 
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading import LoadedPipeline, component_dtypes, load_pipeline
+from ghostviewer.engine.memory_identity import memory_weight_hashes
 from ghostviewer.engine.settings import RunSettings, validate
 from ghostviewer.record import RecordError, RunRecord
 
@@ -23,13 +24,15 @@ def wrap_pipeline(pipe: Any) -> LoadedPipeline:
         raise GhostError(f"a pipeline is 'demo', a folder, a checkpoint file, a cached hub id or a diffusers pipeline "
                          f"object, not {type(pipe).__name__} {pipe!r:.60}")
     device_of = getattr(pipe, "device", None)
+    hashes, note = memory_weight_hashes(pipe)  # its folder's, when its weights are still exactly those
     return LoadedPipeline(
         pipe=pipe,
         source=f"<in-memory {type(pipe).__name__}>",
         source_kind="memory",
         device=str(device_of or "cpu"),
         dtypes=component_dtypes(pipe),
-        weight_hashes={},
+        weight_hashes=hashes,
+        identity_note=note,
     )
 
 

@@ -16,6 +16,7 @@ from ghostviewer.engine.rerun import wrap_pipeline
 from ghostviewer.engine.runner import execute_run
 from ghostviewer.engine.settings import RunSettings
 from ghostviewer.record import RunRecord, StudyRecord
+from tests.engine.tiny_pipelines import build_tiny_sd
 
 
 def _events(result: dict, kind: str) -> list[str]:
@@ -43,8 +44,9 @@ def test_build_find_and_use(demo_loaded, runs_dir: Path) -> None:
     assert "channel_means" in {f["name"] for f in RunRecord(Path(other["run_dir"])).files()}
 
 
-def test_an_in_memory_pipeline_has_no_baseline(demo_loaded, runs_dir: Path) -> None:
-    memory = wrap_pipeline(demo_loaded.pipe)
+def test_a_pipeline_built_in_memory_has_no_baseline(runs_dir: Path) -> None:
+    """(One loaded from a folder and still holding its weights has its baseline: test_memory_identity.py.)"""
+    memory = wrap_pipeline(build_tiny_sd())
     with pytest.raises(GhostError, match="weight hashes"):
         build_baseline(memory, ["a red circle"], [0], runs_dir)
     result = execute_run(memory, RunSettings(prompt="a red circle on a blue background", steps=2), runs_dir)

@@ -1,0 +1,111 @@
+"""The weight hashes of a pipeline object handed over in memory: those of the folder it was loaded from, when every
+weight it holds is still exactly that folder's.
+
+A pipeline given as an object (`api.run(pipe, …)`, `replay`/`bisect` with `pipeline=`) has no files of its own, so
+it had no weight hashes: no baseline matched it and silent faults (a drift) went unchecked — even for the demo or
+a folder with a baseline, loaded with `from_pretrained` and patched only with hooks, the very case the object path
+is for. diffusers remembers the folder (`name_or_path`); when each weight in memory equals the folder's files
+(tensor by tensor, at the dtype it was loaded in), the object holds those weights and takes their hashes. Weights
+changed in place (a fused LoRA, a loaded state_dict) or a swapped component leave it without hashes, and the run's
+log says why. Reading every weight takes a while on a large model, so the answer is cached per pipeline until one
+of its tensors changes (identity, storage or version counter).
+"""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from ghostviewer.engine.blocks import pipeline_components
+from ghostviewer.engine.weight_files import SAFE_SUFFIXES, component_weight_files, hash_files
+
+_CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[str, str], str]] = weakref.WeakKeyDictionary()
+
+
+def folder_of(pipe: Any) -> Path | None:
+    """The diffusers folder the pipeline was loaded from, when it still exists."""
+    config = getattr(pipe, "config", None)
+    name = getattr(pipe, "name_or_path", None) or (config.get("_name_or_path") if hasattr(config, "get") else None)
+    if not name:
+        return None
+    folder = Path(str(name))
+    return folder if (folder / "model_index.json").is_file() else None
+
+
+def memory_weight_hashes(pipe: Any) -> tuple[dict[str, str], str]:
+    """(component -> weight hash as a folder load gives them, a note) or ({}, why there are none)."""
+    folder = folder_of(pipe)
+    if folder is None:
+        return {}, "the pipeline object in memory was not loaded from a diffusers folder (no weight hashes)"
+    signature = _signature(pipe)
+    cached = _CACHE.get(pipe)
+    if cached is not None and cached[0] == signature:
+        return dict(cached[1]), cached[2]
+    hashes, note = _compare(pipe, folder)
+    try:
+        _CACHE[pipe] = (signature, hashes, note)
+    except TypeError:  # not weak-referenceable: no cache
+        pass
+    return dict(hashes), note
+
+
+def _version(tensor: torch.Tensor) -> int:
+    try:
+        return tensor._version
+    except RuntimeError:  # an inference tensor keeps no version counter
+        return -1
+
+
+def _signature(pipe: Any) -> tuple[Any, ...]:
+    return tuple(
+        (component, key, id(tensor), tensor.data_ptr(), _version(tensor))
+        for component, module in pipeline_components(pipe).items()
+        for key, tensor in module.state_dict(keep_vars=True).items()
+    )
+
+
+def _compare(pipe: Any, folder: Path) -> tuple[dict[str, str], str]:
+    hashes: dict[str, str] = {}
+    for name, module in pipeline_components(pipe).items():
+        try:
+            files = [f for f in component_weight_files(folder, name, allow_pickle=False) if f.suffix in SAFE_SUFFIXES]
+        except Exception as exc:  # noqa: BLE001 - a missing component, pickle-only weights: no identity, said why
+            return {}, f"the pipeline object's {name} cannot be matched to {folder}: {exc}"
+        if not files:
+            return {}, f"{folder} holds no safetensors weights for the pipeline object's {name}"
+        differs = _differs(module, files)
+        if differs:
+            return {}, f"the pipeline object's weights are not {folder}'s: {name} {differs}"
+        hashes[name] = hash_files(files)
+    return hashes, f"the pipeline object holds the weights of {folder}"
+
+
+@torch.no_grad()
+def _differs(module: torch.nn.Module, files: list[Path]) -> str | None:
+    """None when every parameter of `module` equals its value in `files`; otherwise what differs."""
+    state = module.state_dict()
+    prefix = getattr(module, "base_model_prefix", "")
+    compared: set[int] = set()  # storages compared (tied weights share one)
+    try:
+        for path in files:
+            with safe_open(str(path), framework="pt") as handle:
+                for key in handle.keys():  # noqa: SIM118 - safe_open has keys(), not iteration
+                    target = state.get(key)
+                    if target is None and prefix:
+                        target = state.get(f"{prefix}.{key}", state.get(key.removeprefix(f"{prefix}.")))
+                    if target is None:
+                        continue
+                    stored = handle.get_tensor(key).to(device=target.device, dtype=target.dtype)
+                    if stored.shape != target.shape or not torch.equal(stored, target):
+                        return f"differs from {path.name} at {key}"
+                    compared.add(target.data_ptr())
+    except (SafetensorError, OSError) as exc:
+        return f"cannot be read from {files[0].parent}: {exc}"
+    for key, parameter in module.named_parameters():
+        if parameter.numel() and parameter.data_ptr() not in compared:
+            return f"has a weight its files do not hold ({key})"
+    return None

@@ -1,0 +1,59 @@
+"""A pipeline handed over as an object: it takes the weight hashes of the folder it was loaded from while its weights
+are still exactly that folder's, so its baseline applies and silent faults in user hooks are found; weights changed
+in place, or a pipeline built in memory, have none, and the run's log says why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ghostviewer import api
+from ghostviewer.engine.blocks import resolve_module
+from ghostviewer.engine.rerun import wrap_pipeline
+from ghostviewer.record import RunRecord
+from tests.engine.tiny_pipelines import build_tiny_sd
+
+PROMPT = "a red circle on a blue background"
+
+
+def _baseline_note(run_dir: str) -> str:
+    return next(e.message for e in RunRecord(run_dir).events() if e.kind == "baseline")
+
+
+def test_the_demo_as_an_object_has_its_folders_hashes_and_its_baseline_finds_a_hooked_drift(demo_loaded,
+                                                                                            runs_dir: Path) -> None:
+    pipe = demo_loaded.pipe
+    wrapped = wrap_pipeline(pipe)
+    assert wrapped.weight_hashes == demo_loaded.weight_hashes and wrapped.weight_hashes
+    handle = resolve_module(pipe, "unet.down_blocks.1.resnets.0").register_forward_hook(lambda _m, _a, out: out * 1.5)
+    try:
+        result = api.run(pipe, PROMPT, seed=3, steps=20, runs_dir=runs_dir)
+    finally:
+        handle.remove()
+    assert result["first_anomaly"]["kind"] == "drift"
+    assert result["first_anomaly"]["module"] == "unet.down_blocks.1.resnets.0"
+    assert _baseline_note(result["run_dir"]).startswith("using baseline")
+
+
+def test_weights_changed_in_place_lose_the_hashes_until_they_are_put_back(demo_loaded, runs_dir: Path) -> None:
+    pipe = demo_loaded.pipe
+    weight = pipe.unet.conv_in.weight
+    original = weight.detach().clone()
+    try:
+        with torch.no_grad():
+            weight.add_(1e-3)  # what a fused LoRA does
+        changed = wrap_pipeline(pipe)
+        assert changed.weight_hashes == {}
+        assert "unet differs from" in changed.identity_note and "conv_in.weight" in changed.identity_note
+        result = api.run(pipe, PROMPT, seed=0, steps=4, runs_dir=runs_dir)
+        assert "unet differs from" in _baseline_note(result["run_dir"])
+    finally:
+        with torch.no_grad():
+            weight.copy_(original)
+    assert wrap_pipeline(pipe).weight_hashes == demo_loaded.weight_hashes  # the cache follows the change back
+
+
+def test_a_pipeline_built_in_memory_has_no_hashes_and_says_why() -> None:
+    wrapped = wrap_pipeline(build_tiny_sd())
+    assert wrapped.weight_hashes == {} and "not loaded from a diffusers folder" in wrapped.identity_note
