@@ -7,9 +7,10 @@ in a step event is still seen within a step or two. Host copies are made before 
 writer thread never touches a torch tensor. An error in the writer stops further writes (the run then fails
 with it); `finish` always runs, so the record is closed whatever happened.
 
-`hold=True` (a sweep's runs) keeps every write until `finish` and commits once: nothing of the run is on disk before
-it ends, and the pipeline never shares the interpreter with the recorder while it computes (about 4 % of a demo
-run). A sweep loses nothing by it: resuming re-runs a run that did not end.
+`hold=True` (a sweep's runs) starts no thread: every write waits for `finish`, which creates the record and writes it
+on the caller's thread, committing once. Nothing of the run is on disk before it ends, and the pipeline never shares
+the interpreter or the CPU with a recorder while it computes (on two cores a thread working beside torch costs it
+more than the thread's own work). A sweep loses nothing by it: resuming re-runs a run that did not end.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class ThreadedWriter:
 
     def __init__(self, create: Callable[[], RunWriter], hold: bool = False) -> None:
         self.hold = hold
+        self._create = create
         self._held: list[tuple[Job, Future[Any], bool]] = []
         self._jobs: queue.SimpleQueue[tuple[Job, Future[Any], bool] | None] = queue.SimpleQueue()
         self._events: deque[tuple[Future[Any], dict[str, Any] | Callable[[], dict[str, Any]]]] = deque()
@@ -41,34 +43,43 @@ class ThreadedWriter:
         self._created: Future[RunWriter] = Future()
         self._last: Future[Any] = self._created
         self._finished = False
-        self._thread = threading.Thread(target=self._loop, args=(create,), name="ghostviewer-recorder", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if not hold:
+            self._thread = threading.Thread(target=self._loop, name="ghostviewer-recorder", daemon=True)
+            self._thread.start()
 
-    # -- the thread -------------------------------------------------------------------------------
-    def _loop(self, create: Callable[[], RunWriter]) -> None:
-        try:
-            self._writer = create()
-            self._created.set_result(self._writer)
-        except BaseException as exc:  # noqa: BLE001 - handed to the runner through the futures
-            self._error = exc
-            self._created.set_exception(exc)
+    # -- the thread (or, held, the caller's) ---------------------------------------------------------
+    def _loop(self) -> None:
+        self._make()
         while True:
             item = self._jobs.get()
             if item is None:
                 return
-            job, future, always = item
-            if self._writer is None or (self._error is not None and not always):
-                future.set_exception(self._error or RuntimeError("no writer"))
-                continue
-            try:
-                future.set_result(job(self._writer))
-            except BaseException as exc:  # noqa: BLE001
-                self._error = self._error or exc
-                future.set_exception(exc)
+            self._run(*item)
+
+    def _make(self) -> None:
+        if self._created.done():
+            return
+        try:
+            self._writer = self._create()
+            self._created.set_result(self._writer)
+        except BaseException as exc:  # noqa: BLE001 - handed to the runner through the futures
+            self._error = exc
+            self._created.set_exception(exc)
+
+    def _run(self, job: Job, future: Future[Any], always: bool) -> None:
+        if self._writer is None or (self._error is not None and not always):
+            future.set_exception(self._error or RuntimeError("no writer"))
+            return
+        try:
+            future.set_result(job(self._writer))
+        except BaseException as exc:  # noqa: BLE001
+            self._error = self._error or exc
+            future.set_exception(exc)
 
     def submit(self, job: Job, always: bool = False) -> Future[Any]:
         future: Future[Any] = Future()
-        if self.hold and not self._finished:
+        if self.hold:
             self._held.append((job, future, always))
         else:
             self._jobs.put((job, future, always))
@@ -76,7 +87,9 @@ class ThreadedWriter:
         return future
 
     def raise_if_not_created(self) -> None:
-        """Wait for the record's creation; raise its error when there is no record at all."""
+        """Wait for the record's creation (held: create it now); raise its error when there is no record at all."""
+        if self.hold:
+            self._make()
         if self._created.exception() is not None:
             self.finish("failed", 0.0)  # stops the thread
             raise self._created.exception()  # type: ignore[misc]
@@ -89,6 +102,8 @@ class ThreadedWriter:
     # -- RunWriter's interface ----------------------------------------------------------------------
     @property
     def path(self) -> Path:
+        if self.hold:
+            self._make()  # held: the record exists from the first time its path is asked for
         return self._created.result().path
 
     @property
@@ -125,12 +140,16 @@ class ThreadedWriter:
         if self._finished:
             return
         self._finished = True
-        for item in self._held:
-            self._jobs.put(item)
-        self._held.clear()
         done = self.submit(lambda w: w.finish(status, elapsed_s, error=error), always=True)
-        self._jobs.put(None)
-        self._thread.join()
+        if self.hold:
+            self._make()
+            held, self._held = self._held, []
+            for item in held:
+                self._run(*item)
+        else:
+            self._jobs.put(None)
+            assert self._thread is not None
+            self._thread.join()
         if self._created.exception() is None:
             done.result()
 

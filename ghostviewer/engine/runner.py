@@ -331,9 +331,9 @@ def _record_run(
         writer.add_step(info, tensors)
         state.update(mark=time.perf_counter(), mem=after, x0=None)
         reset_peak(loaded.device)
-        step_event = {"event": "step", "run_dir": str(writer.path), "step": index, "steps": settings.steps}
         # Sent once the step is committed: readers of the record can show it.
-        writer.after(lambda: {**step_event, "first_anomaly": first.result()})
+        writer.after(lambda: {"event": "step", "run_dir": str(writer.path), "step": index, "steps": settings.steps,
+                              "first_anomaly": first.result()})
         writer.check()  # a record that cannot be written fails the run now
         writer.release(emit, backlog=1)
         tracer.step = index + 1
