@@ -185,7 +185,8 @@ def iter_prompt_list(path: str | Path) -> Iterator[dict[str, Any]]:
             for count, item in enumerate(_READERS[suffix](handle, path.name), start=1):  # noqa: B007
                 yield item
         except UnicodeDecodeError as exc:
-            raise PromptListError(f"{path.name}: not UTF-8 text (after entry {count})") from exc
+            where = f"after entry {count}" if count else "a binary file, or text in another encoding"
+            raise PromptListError(f"{path.name}: not UTF-8 text ({where})") from exc
         except OSError as exc:
             raise PromptListError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
 

@@ -21,7 +21,12 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from ghostviewer.engine.blocks import pipeline_components
-from ghostviewer.engine.weight_files import SAFE_SUFFIXES, component_weight_files, hash_files
+from ghostviewer.engine.weight_files import (
+    LEGACY_ATTENTION_NAMES,
+    SAFE_SUFFIXES,
+    component_weight_files,
+    hash_files,
+)
 
 _CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[str, str], str]] = weakref.WeakKeyDictionary()
 
@@ -45,11 +50,15 @@ def memory_weight_hashes(pipe: Any) -> tuple[dict[str, str], str]:
     cached = _CACHE.get(pipe)
     if cached is not None and cached[0] == signature:
         return dict(cached[1]), cached[2]
-    hashes, note = _compare(pipe, folder)
     try:
-        _CACHE[pipe] = (signature, hashes, note)
-    except TypeError:  # not weak-referenceable: no cache
-        pass
+        hashes, note = _compare(pipe, folder)
+    except Exception as exc:  # noqa: BLE001 - whatever the weights are (offloaded, odd): no identity, said why
+        hashes, note = {}, f"the pipeline object's weights cannot be compared with {folder}: {exc}"
+    if all(entry[-1] >= 0 for entry in signature):  # an inference tensor has no version: a change would not show
+        try:
+            _CACHE[pipe] = (signature, hashes, note)
+        except TypeError:  # not weak-referenceable: no cache
+            pass
     return dict(hashes), note
 
 
@@ -77,11 +86,29 @@ def _compare(pipe: Any, folder: Path) -> tuple[dict[str, str], str]:
             return {}, f"the pipeline object's {name} cannot be matched to {folder}: {exc}"
         if not files:
             return {}, f"{folder} holds no safetensors weights for the pipeline object's {name}"
-        differs = _differs(module, files)
+        if any(t.is_meta for t in module.state_dict().values()):
+            return {}, f"the pipeline object's {name} is offloaded (weights on the meta device): not compared"
+        differs = _differs(module, _loaded_files(files))
         if differs:
             return {}, f"the pipeline object's weights are not {folder}'s: {name} {differs}"
         hashes[name] = hash_files(files)
     return hashes, f"the pipeline object holds the weights of {folder}"
+
+
+def _loaded_files(files: list[Path]) -> list[Path]:
+    """The files a plain load reads: without a variant infix (`model.fp16.safetensors`) when there are such; the
+    hash covers every file, as a folder load's does."""
+    plain = [f for f in files if len(f.name.split(".")) == 2]
+    return plain or files
+
+
+def _lookup(state: dict[str, torch.Tensor], key: str, prefix: str) -> torch.Tensor | None:
+    """The model's tensor for a file key, after the renames loaders make (a base-model prefix, pre-0.14 attention
+    names: weight_files._weight_key_mismatch makes the same ones)."""
+    candidates = [key, f"{prefix}.{key}" if prefix else key, key.removeprefix(f"{prefix}.") if prefix else key]
+    candidates += [c.replace(old, new) for c in list(candidates) for old, new in LEGACY_ATTENTION_NAMES.items()
+                   if old in c]
+    return next((state[c] for c in candidates if c in state), None)
 
 
 @torch.no_grad()
@@ -94,9 +121,7 @@ def _differs(module: torch.nn.Module, files: list[Path]) -> str | None:
         for path in files:
             with safe_open(str(path), framework="pt") as handle:
                 for key in handle.keys():  # noqa: SIM118 - safe_open has keys(), not iteration
-                    target = state.get(key)
-                    if target is None and prefix:
-                        target = state.get(f"{prefix}.{key}", state.get(key.removeprefix(f"{prefix}.")))
+                    target = _lookup(state, key, prefix)
                     if target is None:
                         continue
                     stored = handle.get_tensor(key).to(device=target.device, dtype=target.dtype)

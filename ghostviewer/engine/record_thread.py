@@ -140,7 +140,7 @@ class ThreadedWriter:
         if self._finished:
             return
         self._finished = True
-        done = self.submit(lambda w: w.finish(status, elapsed_s, error=error), always=True)
+        done = self.submit(lambda w: self._close(w, status, elapsed_s, error), always=True)
         if self.hold:
             self._make()
             held, self._held = self._held, []
@@ -152,6 +152,15 @@ class ThreadedWriter:
             self._thread.join()
         if self._created.exception() is None:
             done.result()
+
+    def _close(self, writer: RunWriter, status: str, elapsed_s: float, error: str | None) -> None:
+        """The final status: a run whose record could not be fully written did not end well, whatever the runner
+        thought (a held run learns of a failed write only here)."""
+        if self._error is not None and status == "done":
+            interrupted = isinstance(self._error, KeyboardInterrupt)
+            status = "cancelled" if interrupted else "failed"
+            error = "interrupted" if interrupted else f"the record could not be written: {self._error}"
+        writer.finish(status, elapsed_s, error=error)
 
     # -- events in step with the record ------------------------------------------------------------
     def after(self, event: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:

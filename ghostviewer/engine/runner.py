@@ -127,7 +127,7 @@ def _check_faults_fit(pipe: Any, settings: RunSettings, faults: list[Any]) -> No
                      seed=int(settings.seed), current_step=lambda: None)
     for fault in faults:
         try:
-            with applied([fault], ctx):
+            with torch.inference_mode(), applied([fault], ctx):  # as the run applies them
                 pass
         except GhostError:
             raise

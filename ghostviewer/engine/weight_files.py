@@ -82,7 +82,7 @@ def check_weights_match(name: str, model: Any, files: list[Path]) -> None:
         )
 
 
-_LEGACY_ATTENTION_NAMES = {".query.": ".to_q.", ".key.": ".to_k.", ".value.": ".to_v.", ".proj_attn.": ".to_out.0."}
+LEGACY_ATTENTION_NAMES = {".query.": ".to_q.", ".key.": ".to_k.", ".value.": ".to_v.", ".proj_attn.": ".to_out.0."}
 
 
 def _weight_key_mismatch(
@@ -93,7 +93,7 @@ def _weight_key_mismatch(
     (stored once, shared by both names), and, where transformers marks what it loaded, its own key conversions."""
     known = set(file_keys)
     for key in file_keys:
-        for old, new in _LEGACY_ATTENTION_NAMES.items():
+        for old, new in LEGACY_ATTENTION_NAMES.items():
             if old in key:
                 known.add(key.replace(old, new))
     prefix = getattr(model, "base_model_prefix", "")

@@ -50,8 +50,8 @@ class RunWriter(StoreWriter):
 
     FORMAT = schema.RUN_FORMAT
     # Commits do not wait for the disk: every committed step survives the process dying (a segfault, an OOM kill,
-    # what a flight recorder is for); only an OS crash or power cut can lose the last ones. Waiting for the disk
-    # cost ~2 ms a run, ~1 % of a demo run.
+    # what a flight recorder is for); an OS crash or power cut can lose the last ones or damage the file (the
+    # reader then says so). Waiting for the disk cost ~2 ms a run, ~1 % of a demo run.
     SYNCHRONOUS = "OFF"
 
     def __init__(self, path: Path, conn: sqlite3.Connection, run_id: str, lock: WriterLock | None = None) -> None:

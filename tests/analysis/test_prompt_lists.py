@@ -122,3 +122,14 @@ def test_sweep_statistics_from_rows() -> None:
     assert stats.failure_rate() == {"a": 0.1} and stats.failure_rate_by_seed()["7"] == 1.0
     assert stats.to_json()["first_anomaly_modules"] == {"pipeline.prepare_latents": 1}
     assert stats.table("seed")[7] == (7, 1, 1, 1.0) and stats.summary() == "failure rate 10 % (1/10)"
+
+
+def test_a_binary_file_named_like_a_list_is_called_binary_not_entry_zero(tmp_path: Path) -> None:
+    binary = tmp_path / "weights.jsonl"
+    binary.write_bytes(bytes(range(128, 256)) * 4)
+    with pytest.raises(PromptListError, match=r"not UTF-8 text \(a binary file, or text in another encoding\)"):
+        count_prompt_list(binary)
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_bytes(b"a red circle\n" * 20000 + b"\xff\xfe\n")  # past the reader's first buffer
+    with pytest.raises(PromptListError, match=r"not UTF-8 text \(after entry [1-9]"):
+        count_prompt_list(mixed)

@@ -57,3 +57,28 @@ def test_weights_changed_in_place_lose_the_hashes_until_they_are_put_back(demo_l
 def test_a_pipeline_built_in_memory_has_no_hashes_and_says_why() -> None:
     wrapped = wrap_pipeline(build_tiny_sd())
     assert wrapped.weight_hashes == {} and "not loaded from a diffusers folder" in wrapped.identity_note
+
+
+def test_variant_files_inference_tensors_and_offloaded_weights(tmp_path: Path) -> None:
+    """A folder shipping an fp16 variant still matches (its plain files are what a plain load reads); weights loaded
+    under inference_mode are re-compared after an in-place edit (no version counter to trust); weights on the meta
+    device are not compared, and the note says so — never an exception out of wrap_pipeline."""
+    from diffusers import StableDiffusionPipeline
+
+    from ghostviewer.engine.loading import load_pipeline
+    from tests.engine.tiny_pipelines import save_tiny_sd
+
+    folder = save_tiny_sd(tmp_path / "sd")
+    StableDiffusionPipeline.from_pretrained(str(folder)).to(torch.float16).save_pretrained(str(folder), variant="fp16")
+    expected = load_pipeline(str(folder), device="cpu").weight_hashes
+    assert wrap_pipeline(StableDiffusionPipeline.from_pretrained(str(folder))).weight_hashes == expected
+    with torch.inference_mode():
+        pipe = StableDiffusionPipeline.from_pretrained(str(folder))
+    assert wrap_pipeline(pipe).weight_hashes == expected
+    with torch.inference_mode():
+        pipe.unet.conv_in.weight.add_(1.0)
+    assert wrap_pipeline(pipe).weight_hashes == {}
+    offloaded = StableDiffusionPipeline.from_pretrained(str(folder))
+    offloaded.unet.conv_in.to("meta")
+    wrapped = wrap_pipeline(offloaded)
+    assert wrapped.weight_hashes == {} and "offloaded" in wrapped.identity_note
