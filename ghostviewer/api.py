@@ -155,7 +155,7 @@ def sweep(
     `list_or_path`: a prompt list file (.txt/.csv/.jsonl/.json, streamed) or a list of prompts or dicts.
     `source` may be a DiffusionPipeline in memory. `resume`: a sweep study folder to finish. `ray`: "auto",
     "local" or a cluster address. Other keywords (guidance, negative, dtype, device, scheduler, config,
-    allow_pickle, trace_depth, tensors_every, cancel) go to `ghostviewer.engine.sweep.run_sweep`.
+    allow_pickle, trace_depth, tensors_every, fingerprints, cancel) go to `ghostviewer.engine.sweep.run_sweep`.
     """
     from ghostviewer.engine.sweep import run_sweep
 

@@ -129,14 +129,16 @@ def _pixels(record: RunRecord) -> np.ndarray | None:
 
 
 def _tensor_divergence(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
-    """Step tensors and the final image, bit for bit (for runs whose stats cannot tell)."""
+    """Step tensors (where both runs kept them) and the final image, bit for bit (for runs whose stats cannot
+    tell)."""
     steps_a, steps_b = [s.index for s in a.steps()], [s.index for s in b.steps()]
     for step in steps_a:
         if step not in steps_b:
             return {"phase": "denoise", "step": step, "module": None, "what": "step missing in the second run"}
         ta, tb = a.step_tensors(step), b.step_tensors(step)
         for name in ("latents", "x0"):
-            if not same_bits(ta.get(name), tb.get(name)):
+            # A step one run kept no tensors of (a sweep's run keeps every k-th) tells nothing either way.
+            if name in ta and name in tb and not same_bits(ta[name], tb[name]):
                 return {"phase": "denoise", "step": step, "module": None, "what": name}
     extra = sorted(set(steps_b) - set(steps_a))
     if extra:

@@ -9,7 +9,7 @@ without a local config) fall back to downloading.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,9 @@ class LoadedPipeline:
     dtypes: dict[str, str]  # component -> "float32" etc., as loaded
     weight_hashes: dict[str, str]  # component -> first 16 hex chars of sha256 (see hash_files)
     identity_note: str = ""  # why an in-memory pipeline has no weight hashes (memory_identity.py)
+    # prompt -> (tokens, embeddings) recorded by earlier runs (runner._record_prompt); loaded from disk, its text
+    # encoder does not change between runs (faults are applied after), so sweeps and replays encode a prompt once
+    prompt_cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def load_pipeline(

@@ -71,7 +71,8 @@ class SweepWorker:
         from ghostviewer.engine.sweep import run_one
 
         settings = RunSettings.from_dict({**job.settings(self.spec.base).to_dict(), "source": self.loaded.source})
-        return run_one(self.loaded, settings, Path(runs_dir), self.token, self.spec.tensors_every)
+        return run_one(self.loaded, settings, Path(runs_dir), self.token, self.spec.tensors_every,
+                       self.spec.fingerprints)
 
     def cancel(self) -> None:
         self.token.cancel()

@@ -43,6 +43,7 @@ from ghostviewer.engine.schedulers import set_scheduler
 from ghostviewer.engine.settings import RunSettings, resolve_seed, validate, validate_for_pipeline
 from ghostviewer.engine.tracing import TraceConfig, Tracer
 from ghostviewer.record import RunWriter, StepInfo
+from ghostviewer.record.types import NO_FINGERPRINTS
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -148,6 +149,7 @@ def execute_run(
     tensors_every: int = 1,
     baseline: Any = "auto",
     flight: bool = True,
+    fingerprints: bool = True,
 ) -> dict[str, Any]:
     """Run the pipeline once with tracing and interventions; return CONTRACT's `run` dict.
 
@@ -160,10 +162,14 @@ def execute_run(
 
     `flight`: False (sweeps) writes the whole record when the run ends instead of step by step
     (record_thread.py, hold): the same record, but a run killed midway leaves none of its steps.
+
+    `fingerprints`: False (sweeps) records no bit-pattern fingerprints (environment["fingerprint"] = "none"): the
+    verdict and first anomaly are the same; comparing the run with another goes by its statistics.
     """
     original_scheduler = loaded.pipe.scheduler  # a run's --scheduler must not leak into the next run
     try:
-        return _execute(loaded, settings, runs_dir, cancel, on_progress, max(1, int(tensors_every)), baseline, flight)
+        return _execute(loaded, settings, runs_dir, cancel, on_progress, max(1, int(tensors_every)), baseline, flight,
+                        fingerprints)
     finally:
         loaded.pipe.scheduler = original_scheduler
 
@@ -177,16 +183,20 @@ def _execute(
     tensors_every: int = 1,
     baseline: Any = "auto",
     flight: bool = True,
+    fingerprints: bool = True,
 ) -> dict[str, Any]:
     settings, notes = prepare_settings(loaded, settings)
     interventions = build_interventions(loaded, settings)
     pipe = loaded.pipe
-    tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture)))  # type: ignore[arg-type]
+    tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture),  # type: ignore[arg-type]
+                                      fingerprints=fingerprints))
     # A bypassed block's insides still compute, but while the bypass is active their outputs are not the
     # run's: they are not recorded, so the first anomaly never names a module inside a bypassed block.
     tracer.muted = [b.config for b in interventions if isinstance(b, Bypass)]
     environment = {**describe_environment(loaded.device), "pipeline": describe_source(loaded)}
     environment["determinism"] = {**environment.get("determinism", {}), "generator_device": "cpu"}
+    if not fingerprints:
+        environment["fingerprint"] = NO_FINGERPRINTS
     # The record is written on its own thread while the pipeline computes (record_thread.py); events are
     # still emitted here, each once its writes are committed.
     writer = ThreadedWriter(lambda: RunWriter.create(Path(runs_dir), settings.to_dict(), environment), hold=not flight)
@@ -282,7 +292,8 @@ def _record_run(
         return family.unpack_latents(pipe, latents, settings.height, settings.width)
 
     writer.after(lambda: {"event": "started", "run_dir": str(writer.path), "steps": settings.steps})
-    _record_prompt(pipe, settings.prompt, writer)
+    # An object in memory may have been patched since the last run: encoded afresh.
+    _record_prompt(pipe, settings.prompt, writer, None if loaded.source_kind == "memory" else loaded.prompt_cache)
     preview = LatentPreview.for_pipeline(pipe, _pipeline_folder(loaded))
     state: dict[str, Any] = {"x0": None, "mark": time.perf_counter(), "mem": read_memory(loaded.device)}
 
@@ -394,13 +405,24 @@ def _record_run(
     return summary
 
 
-def _record_prompt(pipe: Any, prompt: str, writer: ThreadedWriter) -> None:
-    """Token ids, token strings and embeddings of the prompt, before any fault touches the text encoder."""
+PROMPT_CACHE_SIZE = 16
+
+
+def _record_prompt(pipe: Any, prompt: str, writer: ThreadedWriter, cache: dict[str, Any] | None = None) -> None:
+    """Token ids, token strings and embeddings of the prompt, before any fault touches the text encoder.
+    `cache` (a pipeline loaded from disk): prompts encoded by earlier runs, the last PROMPT_CACHE_SIZE."""
     if getattr(pipe, "tokenizer", None) is None or getattr(pipe, "text_encoder", None) is None:
         return
-    with torch.inference_mode():
-        tokens = prompt_tokens(pipe, prompt)
-        embeddings = prompt_embeddings(pipe, prompt)
+    if cache is not None and prompt in cache:
+        tokens, embeddings = cache[prompt]
+    else:
+        with torch.inference_mode():
+            tokens = prompt_tokens(pipe, prompt)
+            embeddings = prompt_embeddings(pipe, prompt)
+        if cache is not None:
+            while len(cache) >= PROMPT_CACHE_SIZE:
+                cache.pop(next(iter(cache)))
+            cache[prompt] = (tokens, embeddings)
     writer.save_tensors("prompt", {"ids": np.asarray(tokens["ids"], np.int64), **embeddings})
     writer.event("prompt", f"{len(tokens['ids'])} tokens: {' '.join(tokens.get('labels', tokens['tokens']))}", **tokens)
 

@@ -106,10 +106,12 @@ def tensor_stats(x: torch.Tensor) -> torch.Tensor | list[float]:
     return torch.cat([torch.stack([lo, hi, flat.sum(), torch.dot(flat, flat)]), counts])
 
 
-def stats_and_fingerprint(x: torch.Tensor) -> tuple[torch.Tensor | list[float], torch.Tensor | int | None]:
+def stats_and_fingerprint(x: torch.Tensor, with_fingerprint: bool = True
+                          ) -> tuple[torch.Tensor | list[float], torch.Tensor | int | None]:
     """(tensor_stats(x), fingerprint(x)): what a hook records. A small, contiguous, finite float32 CPU tensor of
     moderate magnitude is reduced through one zero-copy numpy view (min, max and fingerprint as torch's; the sums
-    may differ from torch's in the last float32 bits); anything else takes the torch functions."""
+    may differ from torch's in the last float32 bits); anything else takes the torch functions.
+    `with_fingerprint=False` (sweeps): the fingerprint is None and not computed (about a third of the cost)."""
     small = 0 < x.numel() <= _NUMPY_MAX_NUMEL
     if small and x.dtype == torch.float32 and x.device.type == "cpu" and x.is_contiguous():
         try:
@@ -119,11 +121,13 @@ def stats_and_fingerprint(x: torch.Tensor) -> tuple[torch.Tensor | list[float], 
         if arr is not None:
             lo, hi = float(np.minimum.reduce(arr)), float(np.maximum.reduce(arr))
             if -_NUMPY_MAX_ABS < lo <= hi < _NUMPY_MAX_ABS:  # NaN fails this too; no float warnings below
-                ints = arr.view(np.int32)  # products and sum wrap like torch's int32 ones
-                fp = int(np.add.reduce(ints * _WEIGHTS[: ints.size], dtype=_INT32))
+                fp = None
+                if with_fingerprint:
+                    ints = arr.view(np.int32)  # products and sum wrap like torch's int32 ones
+                    fp = int(np.add.reduce(ints * _WEIGHTS[: ints.size], dtype=_INT32))
                 total = float(np.dot(arr, _ONES[: arr.size]))
                 return [lo, hi, total, float(np.dot(arr, arr)), 0.0, 0.0], fp
-    return tensor_stats(x), fingerprint(x)
+    return tensor_stats(x), fingerprint(x) if with_fingerprint else None
 
 
 def finish_stats(raw: list[float], numel: int) -> dict[str, float]:

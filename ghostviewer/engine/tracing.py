@@ -36,6 +36,7 @@ class TraceConfig:
     capture: tuple[str, ...] = ()  # glob patterns of module paths whose outputs are kept as feature maps
     capture_size: int = 32  # spatial side of a captured map, after average pooling
     capture_channels: int = 64
+    fingerprints: bool = True  # False (sweeps): statistics only, no bit-pattern fingerprint per output
 
 
 # One queued output: (path, phase, step, call, seq, shape, dtype, raw stats, fingerprint). A tuple, not a
@@ -155,7 +156,7 @@ class Tracer:
         call = self._calls.get(key, 0)
         self._calls[key] = call + 1
         self._pending.append((path, phase, step, call, self._seq, tuple(tensor.shape), _dtype_name(tensor.dtype),
-                              *stats_and_fingerprint(tensor)))
+                              *stats_and_fingerprint(tensor, self.config.fingerprints)))
         self._seq += 1
         if capture and self._captured(path):
             grid = token_grid(tensor.shape[1], self.latent_hw) if tensor.ndim == 3 and phase == "denoise" else None

@@ -12,6 +12,7 @@ FINGERPRINT_MOD = 1 << 32
 # "weighted32": sum over i of bits[i] * (2i + 1), wrapping at 32 bits: swaps and +1/-1 pairs no longer cancel.
 # "sum": the plain sum of the bit patterns (records without the key; 64-bit or wrapped, equal mod 2**32).
 FINGERPRINT_KIND = "weighted32"
+NO_FINGERPRINTS = "none"  # a run recorded without fingerprints (a sweep's, unless asked): compared by statistics
 
 
 def wrap_fingerprint(value: int) -> int:

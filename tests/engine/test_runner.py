@@ -209,3 +209,20 @@ def test_a_nan_from_a_module_between_blocks_is_named_there_at_block_depth(demo_l
         handle.remove()
     anomaly = result["first_anomaly"]
     assert (anomaly["module"], anomaly["phase"], anomaly["kind"]) == (module, phase, "nan")
+
+
+def test_a_prompt_is_encoded_for_the_record_once_per_loaded_pipeline(demo_loaded, runs_dir: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sweeps and replays run one prompt many times: its tokens and embeddings are recorded from the first run's."""
+    from ghostviewer.engine import runner
+
+    calls: list[str] = []
+    original = runner.prompt_embeddings
+    monkeypatch.setattr(runner, "prompt_embeddings",
+                        lambda pipe, prompt: calls.append(prompt) or original(pipe, prompt))
+    prompt = "a green star on a purple background, top left"  # not run by other tests
+    first, second = (execute_run(demo_loaded, RunSettings(prompt=prompt, seed=seed, steps=2), runs_dir)
+                     for seed in (1, 2))
+    assert calls == [prompt]
+    a, b = (RunRecord(r["run_dir"]).tensors("prompt") for r in (first, second))
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

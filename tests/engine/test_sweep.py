@@ -82,16 +82,36 @@ def test_resume_refuses_settings_it_would_ignore(runs_dir: Path, capsys) -> None
 
 
 def test_sweep_recording_keeps_verdict_and_first_anomaly(demo_loaded, runs_dir: Path) -> None:
-    """Sweeps write step tensors every k steps only; stats still go in at every step, so judging is the same."""
-    for prompt, fault, seed in (("red circle", "short-prompt-attention", 0), (PROMPTS[1], "nan-latents", 17)):
-        settings = RunSettings(prompt=prompt, seed=seed, steps=6, faults=(fault,))
+    """A sweep's run (sweep.run_one) writes step tensors every k steps, keeps its writes until it ends and records no
+    fingerprints; statistics still go in at every step, so the judgement — loud, silent (drift against the
+    baseline) or none — is that of a full run, and the two compare as the same run (by their statistics)."""
+    from ghostviewer.analysis.compare import compare_runs
+    from ghostviewer.engine.sweep import SWEEP_TENSORS_EVERY, run_one
+
+    cases = (("red circle", "short-prompt-attention", 0, 6), (PROMPTS[1], "nan-latents", 17, 6),
+             (PROMPTS[0], "scaled-block", 3, 20), (PROMPTS[0], None, 1, 6))
+    for prompt, fault, seed, steps in cases:
+        settings = RunSettings(prompt=prompt, seed=seed, steps=steps, faults=(fault,) if fault else ())
         full = execute_run(demo_loaded, settings, runs_dir)
-        light = execute_run(demo_loaded, settings, runs_dir, tensors_every=5)
-        assert light["verdict"]["label"] == full["verdict"]["label"] != "ok"
-        assert light["first_anomaly"] == full["first_anomaly"] is not None
+        light = run_one(demo_loaded, settings, runs_dir, None, SWEEP_TENSORS_EVERY)
+        assert light["verdict"]["label"] == full["verdict"]["label"]
+        assert light["first_anomaly"] == full["first_anomaly"]
+        assert (fault is None) == (full["first_anomaly"] is None)  # every ghost here shows (a drift for scaled-block)
         record = RunRecord(Path(light["run_dir"]))
-        assert [bool(record.step_tensors(s)) for s in range(6)] == [True, False, False, False, False, True]
-        assert len(record.stats("unet.mid_block", phase="denoise")) == 6
+        kept = [s for s in range(steps) if s % SWEEP_TENSORS_EVERY == 0 or s == steps - 1]
+        assert [s for s in range(steps) if record.step_tensors(s)] == kept
+        assert len(record.stats("unet.mid_block", phase="denoise")) == steps
+        assert record.fingerprint_kind == "none" and all(r.fingerprint is None for r in record.stats())
+        assert compare_runs(full["run_dir"], light["run_dir"])["reproduced"]
+
+
+def test_a_sweep_keeps_fingerprints_when_asked(demo_loaded, runs_dir: Path) -> None:
+    for fingerprints in (False, True):
+        result = run_sweep(["a red circle"], "0", pipeline=demo_loaded, steps=2, runs_dir=runs_dir,
+                           fingerprints=fingerprints)
+        record = RunRecord(result["runs"][0]["run_dir"])
+        assert all((r.fingerprint is not None) == fingerprints for r in record.stats())
+        assert StudyRecord(result["study_dir"]).params["fingerprints"] is fingerprints
 
 
 def test_list_entries_with_their_own_seed_and_duplicates(demo_loaded, runs_dir: Path) -> None:
