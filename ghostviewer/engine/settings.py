@@ -88,9 +88,10 @@ def validate_for_pipeline(pipe: Any, device: str, settings: RunSettings) -> None
     traced module, and the run fits the device's free memory (unless settings.memory_check is off)."""
     from ghostviewer.engine.tracing import traced_modules  # the walk the tracer makes, cached per pipeline
 
-    modules = [path for path, _ in traced_modules(pipe, settings.trace_depth)]  # type: ignore[arg-type]
     try:
-        check_capture(settings.capture, [*modules, *PROBES])
+        if settings.capture:
+            modules = [path for path, _ in traced_modules(pipe, settings.trace_depth)]  # type: ignore[arg-type]
+            check_capture(settings.capture, [*modules, *PROBES])
         if settings.memory_check and settings.width and settings.height:
             available, where = available_memory(device)
             check_memory(settings.height, settings.width, float(settings.guidance), denoiser_shape(pipe),
