@@ -54,7 +54,7 @@ def memory_weight_hashes(pipe: Any) -> tuple[dict[str, str], str]:
         hashes, note = _compare(pipe, folder)
     except Exception as exc:  # noqa: BLE001 - whatever the weights are (offloaded, odd): no identity, said why
         hashes, note = {}, f"the pipeline object's weights cannot be compared with {folder}: {exc}"
-    if all(entry[-1] >= 0 for entry in signature):  # an inference tensor has no version: a change would not show
+    if all(entry[-1] >= 0 for entry in signature[:-1]):  # an inference tensor has no version counter to trust
         try:
             _CACHE[pipe] = (signature, hashes, note)
         except TypeError:  # not weak-referenceable: no cache
@@ -69,12 +69,24 @@ def _version(tensor: torch.Tensor) -> int:
         return -1
 
 
+_SAMPLES = 32  # values read from each tensor for the cache's signature
+
+
+@torch.no_grad()
 def _signature(pipe: Any) -> tuple[Any, ...]:
-    return tuple(
-        (component, key, id(tensor), tensor.data_ptr(), _version(tensor))
-        for component, module in pipeline_components(pipe).items()
-        for key, tensor in module.state_dict(keep_vars=True).items()
-    )
+    """Each tensor's identity, storage and version counter, and a strided sample of its values: an edit through
+    `.data` (a LoRA merged in place) leaves the version counter alone but changes the sampled values (an edit of a
+    few scattered elements can still go unseen until the pipeline is loaded again)."""
+    entries: list[tuple[Any, ...]] = []
+    samples: dict[torch.device, list[torch.Tensor]] = {}
+    for component, module in pipeline_components(pipe).items():
+        for key, tensor in module.state_dict(keep_vars=True).items():
+            entries.append((component, key, id(tensor), tensor.data_ptr(), _version(tensor)))
+            if tensor.numel() and not tensor.is_meta and not tensor.is_complex():
+                flat = tensor.detach().reshape(-1)
+                samples.setdefault(flat.device, []).append(flat[:: max(1, flat.numel() // _SAMPLES)].float())
+    values = tuple(torch.cat(parts).cpu().numpy().tobytes() for parts in samples.values())  # one copy a device
+    return (*entries, values)
 
 
 def _compare(pipe: Any, folder: Path) -> tuple[dict[str, str], str]:

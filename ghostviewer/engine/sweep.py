@@ -10,6 +10,7 @@ With `ray=` the runs go to Ray actors (ghostviewer.engine.ray_sweep); only this 
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -171,11 +172,23 @@ def run_sweep(
         study = None
     _check_interventions(spec.base)
     total = count_jobs(spec.items, spec.seeds)  # checks the whole list before anything runs
+    created = study is None
     if study is None:
         study = StudyWriter.create(Path(runs_dir) if runs_dir else _default_runs_dir(), "sweep",
                                    spec.params(total), total=total)
-    with study:
-        return _drive(study, spec, total, pipeline, ray, emit, cancel)
+    empty = False
+    try:
+        with study:
+            try:
+                return _drive(study, spec, total, pipeline, ray, emit, cancel)
+            except GhostError:
+                empty = created and not study.done_keys()
+                raise
+    finally:
+        # Refused before a single run was recorded (a fault that does not fit the pipeline, a pipeline that does
+        # not load): the sweep this call created holds nothing worth keeping.
+        if empty:
+            shutil.rmtree(study.path, ignore_errors=True)
 
 
 def _source_name(source: str, pipeline: Any) -> str:

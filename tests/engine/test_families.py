@@ -393,3 +393,13 @@ def test_a_preset_made_for_another_family_is_refused_before_anything_is_recorded
     err = capsys.readouterr().err
     assert code == 2 and "the fault 'scaled-block' does not fit this pipeline" in err and "no component 'unet'" in err
     assert "Traceback" not in err and not any(runs_dir.iterdir())
+
+
+def test_a_sweep_refused_for_a_fault_that_does_not_fit_leaves_no_study(family_dir, runs_dir: Path) -> None:
+    from ghostviewer.engine.errors import GhostError
+    from ghostviewer.engine.sweep import run_sweep
+
+    with pytest.raises(GhostError, match="does not fit this pipeline"):
+        run_sweep(["a red circle"], "0", source=str(family_dir("sd3")), faults=["scaled-block"], steps=2,
+                  device="cpu", runs_dir=runs_dir)
+    assert list(runs_dir.iterdir()) == []

@@ -52,6 +52,13 @@ def test_weights_changed_in_place_lose_the_hashes_until_they_are_put_back(demo_l
         with torch.no_grad():
             weight.copy_(original)
     assert wrap_pipeline(pipe).weight_hashes == demo_loaded.weight_hashes  # the cache follows the change back
+    try:
+        weight.data += 0.05  # through .data, as a LoRA merge may: no version counter moves
+        assert wrap_pipeline(pipe).weight_hashes == {}
+    finally:
+        with torch.no_grad():
+            weight.copy_(original)
+    assert wrap_pipeline(pipe).weight_hashes == demo_loaded.weight_hashes
 
 
 def test_a_pipeline_built_in_memory_has_no_hashes_and_says_why() -> None:
