@@ -171,7 +171,7 @@ def baseline(
     seeds: str | int | Iterable[int] = "0-9",
     *,
     steps: int = 20,
-    guidance: float = 7.5,
+    guidance: float | None = None,
     width: int | None = None,
     height: int | None = None,
     scheduler: str | None = None,

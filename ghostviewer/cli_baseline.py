@@ -23,7 +23,7 @@ def add_baseline_parser(sub: Any) -> None:
                        "default for the demo pipeline: its own 24 prompts")
     build.add_argument("--seeds", default="0-9", metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
     build.add_argument("--steps", type=int, default=20)
-    build.add_argument("--guidance", type=float, default=7.5)
+    build.add_argument("--guidance", type=float, help="default: the pipeline family's usual guidance (7.5 for SD)")
     build.add_argument("--width", type=int)
     build.add_argument("--height", type=int)
     build.add_argument("--scheduler")

@@ -21,7 +21,7 @@ def add_sweep_parser(sub: Any) -> None:
     _add_source(sweep)
     sweep.add_argument("--seeds", default="0-9", metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
     sweep.add_argument("--steps", type=int, default=20)
-    sweep.add_argument("--guidance", type=float, default=7.5)
+    sweep.add_argument("--guidance", type=float, help="default: the pipeline family's usual guidance (7.5 for SD)")
     sweep.add_argument("--negative", default="")
     sweep.add_argument("--scheduler")
     sweep.add_argument("--dtype", help="float32|float16|bfloat16, or per component: float32,vae=float16")
@@ -68,7 +68,7 @@ def describe_sweep(result: dict[str, Any]) -> str:
 
 
 # Flags whose values a resumed sweep takes from its record (their defaults here mean "not given").
-RECORDED_BY_THE_SWEEP = {"seeds": "0-9", "steps": 20, "guidance": 7.5, "negative": "", "scheduler": None,
+RECORDED_BY_THE_SWEEP = {"seeds": "0-9", "steps": 20, "guidance": None, "negative": "", "scheduler": None,
                          "dtype": None, "device": "auto", "fault": [], "bypass": [], "fingerprints": False}
 
 

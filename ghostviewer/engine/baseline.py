@@ -124,7 +124,7 @@ def build_baseline(
     runs_dir: str | Path,
     *,
     steps: int = 20,
-    guidance: float = 7.5,
+    guidance: float | None = None,
     width: int | None = None,
     height: int | None = None,
     scheduler: str | None = None,

@@ -122,7 +122,7 @@ def run_sweep(
     source: str = "demo",
     pipeline: Any = None,
     steps: int = 20,
-    guidance: float = 7.5,
+    guidance: float | None = None,
     negative: str = "",
     faults: Iterable[str] = (),
     bypass: Iterable[str] = (),

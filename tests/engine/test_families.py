@@ -403,3 +403,16 @@ def test_a_sweep_refused_for_a_fault_that_does_not_fit_leaves_no_study(family_di
         run_sweep(["a red circle"], "0", source=str(family_dir("sd3")), faults=["scaled-block"], steps=2,
                   device="cpu", runs_dir=runs_dir)
     assert list(runs_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("family", ["sdxl", "flux"])
+def test_a_sweep_uses_the_familys_usual_guidance_like_a_run(family: str, family_loaded, runs_dir: Path) -> None:
+    """A sweep's runs are the runs `run` makes (it used 7.5 whatever the family: Flux at 3.5 drew other images)."""
+    from ghostviewer.engine.sweep import run_sweep
+
+    loaded = family_loaded(family)
+    result = run_sweep([PROMPT], "0", pipeline=loaded, steps=2, runs_dir=runs_dir)
+    swept = RunRecord(result["runs"][0]["run_dir"])
+    assert swept.settings["guidance"] == GUIDANCE[family]
+    single = execute_run(loaded, RunSettings(prompt=PROMPT, seed=0, steps=2, source=loaded.source), runs_dir)
+    assert compare_runs(single["run_dir"], swept.path)["reproduced"]
