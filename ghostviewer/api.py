@@ -197,7 +197,7 @@ def baseline(
     texts, seed_list = baseline_inputs(loaded, prompts, seeds)
     return build_baseline(loaded, texts, seed_list, Path(runs_dir) if runs_dir else default_runs_dir(), steps=steps,
                           guidance=guidance, width=width, height=height, scheduler=scheduler, pairing=pairing,
-                          on_progress=on_progress)
+                          dtype=dtype, on_progress=on_progress)
 
 
 def blocks(source: Any = "demo", *, allow_pickle: bool = False, config: str | Path | None = None) -> dict[str, Any]:
@@ -258,7 +258,7 @@ def _isolate_first_anomalies(
     from ghostviewer.engine.errors import GhostError
     from ghostviewer.engine.isolate import isolate_module
     from ghostviewer.engine.loading import LoadedPipeline
-    from ghostviewer.engine.rerun import PipelineCache, open_recorded
+    from ghostviewer.engine.rerun import PipelineCache, fits_run, open_recorded
     from ghostviewer.record import RecordError, RunRecord
 
     records = [RunRecord(run_dir) for run_dir in dirs]  # RecordError (one line) before any re-run
@@ -280,7 +280,7 @@ def _isolate_first_anomalies(
             on_progress({"event": "isolating", "run_id": record.run_id, "module": module, "step": step})
         try:
             _, settings = open_recorded(run_dir)
-            same = isinstance(pipeline, LoadedPipeline) and pipeline.source == settings.source
+            same = fits_run(pipeline, record, settings)
             result = isolate_module(run_dir, module, None if step is None else int(step), work / record.run_id,
                                     pipeline=pipeline if same else cache.get(settings))
         except (GhostError, RecordError) as exc:

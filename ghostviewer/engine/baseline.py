@@ -129,11 +129,13 @@ def build_baseline(
     height: int | None = None,
     scheduler: str | None = None,
     pairing: str = "product",
+    dtype: str | None = None,
     cancel: Any = None,
     on_progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     """Run healthy runs (a `baseline` study), build the envelope from those judged healthy, and write it to
-    `<runs_dir>/baselines/<key>.json`. Returns {"baseline", "key", "runs", "healthy", "excluded", …}."""
+    `<runs_dir>/baselines/<key>.json`. Returns {"baseline", "key", "runs", "healthy", "excluded", …}.
+    `dtype`: the spec the pipeline was loaded with (recorded in each run, so a replay reloads it the same way)."""
     from ghostviewer.engine.runner import execute_run  # the runner imports this module
 
     identity = identity_of(loaded)
@@ -153,7 +155,8 @@ def build_baseline(
     with StudyWriter.create(runs_dir, "baseline", params, total=len(jobs)) as study:
         for done, (prompt, seed) in enumerate(jobs, start=1):
             settings = RunSettings(prompt=prompt, seed=seed, steps=steps, guidance=guidance, width=width,
-                                   height=height, scheduler=scheduler, device=loaded.device, source=loaded.source)
+                                   height=height, scheduler=scheduler, device=loaded.device, source=loaded.source,
+                                   dtype=dtype)
             result = execute_run(loaded, settings, study.runs_dir, cancel=cancel, baseline=None)
             study.add_run(result["run_dir"], {"prompt": prompt, "seed": seed}, summary=result)
             study.set_progress(done)

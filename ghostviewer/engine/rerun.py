@@ -36,6 +36,16 @@ def wrap_pipeline(pipe: Any) -> LoadedPipeline:
     )
 
 
+def fits_run(loaded: Any, record: RunRecord, settings: RunSettings) -> bool:
+    """A pipeline already loaded can stand in for a recorded run's: the same source, each component in the dtype
+    the run recorded (a float32 pipeline does not re-run a bfloat16 run: it is loaded again, as recorded)."""
+    if not isinstance(loaded, LoadedPipeline) or loaded.source != settings.source:
+        return False
+    components = (record.environment.get("pipeline") or {}).get("components") or {}
+    recorded = {name: c.get("dtype") for name, c in components.items() if isinstance(c, dict) and c.get("dtype")}
+    return all(loaded.dtypes.get(name) == dtype for name, dtype in recorded.items())
+
+
 def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSettings]:
     """The record and the settings it was made with; GhostError (a usage error) when it is not a run."""
     try:

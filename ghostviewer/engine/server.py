@@ -281,11 +281,11 @@ class EngineSession:
     def _cmd_isolate(self, command: dict[str, Any], ident: Any) -> None:
         """{"cmd": "isolate", "run_dir", "module", "step", "out", "fuzz"}: 'isolated' with api.isolate's dict."""
         from ghostviewer import api
-        from ghostviewer.engine.rerun import open_recorded
+        from ghostviewer.engine.rerun import fits_run, open_recorded
 
         run_dir = str(command["run_dir"])
-        _, settings = open_recorded(run_dir)
-        same = self.loaded is not None and self.loaded.source == settings.source  # else loaded for the run
+        record, settings = open_recorded(run_dir)
+        same = fits_run(self.loaded, record, settings)  # else loaded for the run, as recorded
         step = command.get("step")
         result = api.isolate(run_dir, module=str(command["module"]), step=None if step is None else int(step),
                              out=str(command["out"]), fuzz=bool(command.get("fuzz")),

@@ -63,3 +63,17 @@ def test_cli_baseline_build(capsys, runs_dir: Path, tmp_path: Path) -> None:
     assert code == 0 and out["runs"] == 8 and Path(out["baseline"]).is_file()
     assert main(["baseline", "build", "--pipeline", "demo", "--seeds", "9-1", "--runs-dir", str(runs_dir)]) == 2
     assert "backwards" in capsys.readouterr().err
+
+
+def test_a_baseline_build_records_the_dtype_it_loaded_so_its_runs_replay(runs_dir: Path) -> None:
+    """Its runs were recorded without --dtype: a replay of one reloaded float32 and diverged at once."""
+    from ghostviewer import api
+
+    try:
+        api.baseline("demo", ["a red circle on a blue background"], "0", steps=2, dtype="bfloat16", device="cpu",
+                     runs_dir=runs_dir)
+    except GhostError:  # two steps may draw nothing healthy: the run is recorded all the same
+        pass
+    (study,) = runs_dir.glob("baseline-*")
+    (run_dir,) = [r.run_dir for r in StudyRecord(study).runs()]
+    assert RunRecord(run_dir).settings["dtype"] == "bfloat16"

@@ -89,3 +89,14 @@ def test_variant_files_inference_tensors_and_offloaded_weights(tmp_path: Path) -
     offloaded.unet.conv_in.to("meta")
     wrapped = wrap_pipeline(offloaded)
     assert wrapped.weight_hashes == {} and "offloaded" in wrapped.identity_note
+
+
+def test_a_loaded_pipeline_stands_in_for_a_run_only_in_the_dtypes_it_recorded(demo_loaded, runs_dir: Path) -> None:
+    """Isolating or exporting a bfloat16 run with the float32 pipeline the engine holds captured float32 inputs."""
+    from ghostviewer.engine.rerun import fits_run, open_recorded
+
+    run = api.run("demo", PROMPT, seed=0, steps=2, dtype="bfloat16", device="cpu", runs_dir=runs_dir)
+    record, settings = open_recorded(run["run_dir"])
+    assert not fits_run(demo_loaded, record, settings)
+    same = api.run("demo", PROMPT, seed=0, steps=2, device="cpu", runs_dir=runs_dir)
+    assert fits_run(demo_loaded, *open_recorded(same["run_dir"]))

@@ -35,6 +35,17 @@ def test_guidance_keeps_a_typed_fraction(window) -> None:  # noqa: ANN001
     assert window.state.prompt.take_settings("demo", "auto", "")["guidance"] == 3.25
 
 
+def test_guidance_starts_at_the_pipeline_familys_usual(window) -> None:  # noqa: ANN001
+    """As `ghostviewer run` without --guidance: the engine fills in 7.5 for SD, 5 for SDXL, 3.5 for Flux."""
+    box, model = window.prompt_panel.guidance, window.state.prompt
+    assert box.text() == "pipeline default" and model.take_settings("demo", "auto", "")["guidance"] is None
+    assert window.state.opener.sweeps._settings()["guidance"] is None
+    _type(box, "7.5")
+    assert model.take_settings("demo", "auto", "")["guidance"] == 7.5
+    box.setValue(box.minimum())  # stepping below 0 comes back to the default
+    assert model.take_settings("demo", "auto", "")["guidance"] is None
+
+
 def test_the_seed_field_takes_only_seeds_the_engine_accepts(window) -> None:  # noqa: ANN001
     seed = window.prompt_panel.seed
     _type(seed, str(MAX_SEED))

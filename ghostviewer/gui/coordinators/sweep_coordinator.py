@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ghostviewer.analysis.prompt_lists import PromptListError, count_prompt_list
 from ghostviewer.analysis.seeds import SeedSpecError, parse_seeds
 from ghostviewer.gui.error_reporter import ErrorReporter, one_line
+from ghostviewer.gui.models.prompt_model import guidance_setting
 from ghostviewer.gui.models.sweep_model import SweepModel
 from ghostviewer.record import RecordError
 
@@ -113,7 +114,7 @@ class SweepCoordinator(QObject):
     def _settings(self) -> dict[str, Any]:
         p = self.prompt
         source, device, dtype = self.pipeline.key()
-        return {"negative_prompt": p.negative, "steps": int(p.steps), "guidance": float(p.guidance),
+        return {"negative_prompt": p.negative, "steps": int(p.steps), "guidance": guidance_setting(p.guidance),
                 "scheduler": p.scheduler or None, "faults": [p.fault] if p.fault else [],
                 "bypass": list(self.blocks.run_fields().get("bypass") or []), "source": source,
                 "device": device, "dtype": dtype or None}

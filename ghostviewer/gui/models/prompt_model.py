@@ -32,6 +32,15 @@ def intervention_words(settings: dict[str, Any]) -> list[str]:
     return words
 
 
+FAMILY_GUIDANCE = -0.5  # the guidance box's lowest value, shown as "pipeline default": the family's usual
+
+
+def guidance_setting(value: float) -> float | None:
+    """The run's guidance: None (the engine fills in the family's usual: 7.5 for SD, 3.5 for Flux) for the
+    "pipeline default" value, else the number."""
+    return None if float(value) < 0 else float(value)
+
+
 class PromptModel(QObject):
     changed = Signal()
 
@@ -42,7 +51,7 @@ class PromptModel(QObject):
         self.seed = 0
         self.seed_locked = True  # unlocked: every queued run draws a fresh seed
         self.steps = 20
-        self.guidance = 7.5
+        self.guidance = FAMILY_GUIDANCE  # the pipeline family's usual, as `ghostviewer run` without --guidance
         self.width = 0  # 0: the pipeline's native size
         self.height = 0
         self.scheduler = ""  # "": the pipeline's own
@@ -73,7 +82,7 @@ class PromptModel(QObject):
             "negative_prompt": self.negative,
             "seed": int(self.seed),
             "steps": int(self.steps),
-            "guidance": float(self.guidance),
+            "guidance": guidance_setting(self.guidance),
             "width": int(self.width) or None,
             "height": int(self.height) or None,
             "scheduler": self.scheduler or None,

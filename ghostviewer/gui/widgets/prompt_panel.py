@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from ghostviewer.analysis.seeds import MAX_SEED
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.pipeline_model import PipelineModel
-from ghostviewer.gui.models.prompt_model import PromptModel, intervention_words
+from ghostviewer.gui.models.prompt_model import FAMILY_GUIDANCE, PromptModel, intervention_words
 
 RUN_TEXT = "Run  (Ctrl+Enter)"
 ACTIVE_STYLE = "QPushButton { color: #ef6c00; font-weight: bold; }"
@@ -73,7 +73,10 @@ class PromptPanel(QWidget):
                                 toolTip="Locked: every run uses this seed. Unlocked: each run draws a new one.")
         self.dice = QToolButton(text="Randomise", toolTip="Draw a new seed now")
         self.steps = QSpinBox(minimum=1, maximum=1000)
-        self.guidance = QDoubleSpinBox(minimum=0.0, maximum=50.0, singleStep=0.5, decimals=2)
+        self.guidance = QDoubleSpinBox(minimum=FAMILY_GUIDANCE, maximum=50.0, singleStep=0.5, decimals=2,
+                                       toolTip="Classifier-free guidance; lowest: the pipeline family's usual "
+                                               "(7.5 for SD, 5 for SDXL, 3.5 for Flux)")
+        self.guidance.setSpecialValueText("pipeline default")
         self.width_box, self.height_box = _size_box(), _size_box()
         self.scheduler = QComboBox()
         self.fault = QComboBox(toolTip="Inject a known bug from the ghost lab (fault presets)")
