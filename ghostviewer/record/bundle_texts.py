@@ -32,6 +32,8 @@ def command_line(settings: dict[str, Any]) -> str:
         args += ["--trace-depth", str(settings["trace_depth"])]
     if settings.get("capture_attention"):
         args.append("--capture-attention")
+    if isinstance(settings.get("extra"), dict) and settings["extra"].get("memory_check") is False:
+        args.append("--no-memory-check")  # the size was run past the memory estimate: so must the repro
     return shlex.join(args)
 
 
@@ -191,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 faults=s.get("faults") or (),
                 trace_depth=s.get("trace_depth") or "block",
                 capture_attention=bool(s.get("capture_attention")),
+                memory_check=(s.get("extra") or {}).get("memory_check") is not False,
                 runs_dir=args.runs_dir,
             )
         except Exception as exc:  # noqa: BLE001 - one line, not a traceback

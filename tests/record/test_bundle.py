@@ -476,3 +476,20 @@ def test_a_manifest_pointing_isolate_elsewhere_is_refused(tmp_path: Path) -> Non
         manifest["runs"][0]["isolate"] = {"folder": "runs/r1/images"}
 
     _refused(_rebuild(good, tmp_path / "bad.zip", edit=elsewhere), tmp_path, "isolate folder must be")
+
+
+def test_the_reproduce_line_and_repro_script_keep_a_run_past_the_memory_estimate() -> None:
+    """A run made with --no-memory-check is reproduced with it (the estimate would refuse it again)."""
+    import shlex
+
+    from ghostviewer.cli import build_parser
+    from ghostviewer.record.bundle_texts import command_line, repro_script
+
+    settings = {"prompt": "a red circle", "seed": 3, "steps": 4, "width": 2048, "height": 2048, "source": "demo",
+                "extra": {"memory_check": False}}
+    line = command_line(settings)
+    args = build_parser().parse_args(shlex.split(line)[1:])
+    assert "--no-memory-check" in line and args.no_memory_check and args.width == 2048
+    assert "--no-memory-check" not in command_line({**settings, "extra": {}})
+    script = repro_script({"runs": [{"run_id": "r", "settings": settings, "verdict": None}]})
+    assert "memory_check=(s.get(\"extra\") or {}).get(\"memory_check\") is not False" in script
