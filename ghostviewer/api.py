@@ -72,7 +72,8 @@ def run(
         trace_depth=trace_depth,
         capture_attention=capture_attention,
         source=loaded.source,
-        extra={} if memory_check else {"memory_check": False},
+        extra={**({} if memory_check else {"memory_check": False}),
+               **({"config": str(Path(config).resolve())} if config and loaded.source_kind == "single_file" else {})},
     )
     return execute_run(loaded, settings, Path(runs_dir) if runs_dir else default_runs_dir(), on_progress=on_progress)
 

@@ -80,7 +80,7 @@ class PipelineCache:
 
     pipeline: Any = None  # an in-memory pipeline object: used as it is, never reloaded
     allow_pickle: bool = False
-    _loaded: dict[tuple[str, str, str], LoadedPipeline] = field(default_factory=dict)
+    _loaded: dict[tuple[str, ...], LoadedPipeline] = field(default_factory=dict)
 
     def get(self, settings: RunSettings) -> LoadedPipeline:
         if self.pipeline is not None:
@@ -91,9 +91,10 @@ class PipelineCache:
             raise GhostError(
                 "this run was made with a pipeline object in memory: pass the same object as pipeline= to re-run it"
             )
-        key = (settings.source, settings.device or "auto", settings.dtype or "")
+        key = (settings.source, settings.device or "auto", settings.dtype or "", settings.config or "")
         if key not in self._loaded:
             self._loaded[key] = load_pipeline(
-                settings.source, settings.device or "auto", settings.dtype or None, self.allow_pickle
+                settings.source, settings.device or "auto", settings.dtype or None, self.allow_pickle,
+                config=settings.config,
             )
         return self._loaded[key]

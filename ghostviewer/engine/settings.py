@@ -46,6 +46,12 @@ class RunSettings:
         """False when the user turned the memory estimate off (kept in `extra`, so a replay keeps it too)."""
         return self.extra.get("memory_check", True) is not False
 
+    @property
+    def config(self) -> str | None:
+        """The configs folder a single-file checkpoint was loaded with (kept in `extra`: a replay reloads it so)."""
+        value = self.extra.get("config")
+        return str(value) if value else None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for key in ("bypass", "capture", "faults"):

@@ -60,6 +60,8 @@ class SweepSpec:
     def from_params(cls, params: dict[str, Any]) -> SweepSpec:
         items: Items = params["list"] if params.get("list") else list(params.get("items") or [])
         base = RunSettings.from_dict({"prompt": "", **(params.get("settings") or {})})
+        if params.get("config"):  # a single-file checkpoint's configs: every run records them (replay reloads so)
+            base = replace(base, extra={**base.extra, "config": str(params["config"])})
         seeds = parse_seed_spec(str(params.get("seeds") or "0"))
         return cls(items, seeds, base, str(params.get("seeds") or ""), params.get("config"),
                    bool(params.get("allow_pickle")), int(params.get("tensors_every") or SWEEP_TENSORS_EVERY),
@@ -166,7 +168,8 @@ def run_sweep(
         base = RunSettings(prompt="", negative_prompt=negative, steps=steps, guidance=guidance,
                            scheduler=scheduler, device=device, dtype=dtype, bypass=names(bypass),
                            faults=names(faults), trace_depth=trace_depth,
-                           source=_source_name(source, pipeline))
+                           source=_source_name(source, pipeline),
+                           extra={"config": str(Path(config).resolve())} if config else {})
         spec = SweepSpec(items, seed_list, base, seeds if isinstance(seeds, str) else "", config, allow_pickle,
                          tensors_every, fingerprints)
         study = None

@@ -32,7 +32,10 @@ def command_line(settings: dict[str, Any]) -> str:
         args += ["--trace-depth", str(settings["trace_depth"])]
     if settings.get("capture_attention"):
         args.append("--capture-attention")
-    if isinstance(settings.get("extra"), dict) and settings["extra"].get("memory_check") is False:
+    extra = settings.get("extra") if isinstance(settings.get("extra"), dict) else {}
+    if extra.get("config"):
+        args += ["--config", str(extra["config"])]  # a single-file checkpoint's configs folder
+    if extra.get("memory_check") is False:
         args.append("--no-memory-check")  # the size was run past the memory estimate: so must the repro
     return shlex.join(args)
 
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 trace_depth=s.get("trace_depth") or "block",
                 capture_attention=bool(s.get("capture_attention")),
                 memory_check=(s.get("extra") or {}).get("memory_check") is not False,
+                config=(s.get("extra") or {}).get("config"),
                 runs_dir=args.runs_dir,
             )
         except Exception as exc:  # noqa: BLE001 - one line, not a traceback

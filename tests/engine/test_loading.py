@@ -378,3 +378,25 @@ def test_bad_dtype_specs(spec: str, expected: str) -> None:
 def test_errors_are_one_line_whatever_the_caller_passes() -> None:
     assert str(SourceError("first\n  second")) == "first second"
     assert issubclass(PickleRefused, SourceError) and issubclass(SourceError, GhostError)
+
+
+def test_a_single_file_run_records_its_configs_folder_so_it_replays(checkpoint: Checkpoint, tiny_sd_dir: Path,
+                                                                     empty_cache: Path, tmp_path: Path) -> None:
+    """Without the recorded --config, replay, bisect and a bundle's reproduce line could not load the checkpoint
+    again (offline, no configs in the cache)."""
+    import shlex
+
+    from ghostviewer import api
+    from ghostviewer.cli import build_parser
+    from ghostviewer.record import RunRecord
+    from ghostviewer.record.bundle_texts import command_line
+
+    path, _ = checkpoint
+    run = api.run(str(path), "a red circle", seed=1, steps=2, device="cpu", config=tiny_sd_dir,
+                  runs_dir=tmp_path / "runs")
+    settings = RunRecord(run["run_dir"]).settings
+    assert settings["extra"]["config"] == str(tiny_sd_dir.resolve())
+    replay = api.replay(run["run_dir"], times=1, runs_dir=tmp_path / "runs")
+    assert replay["reproduced"]
+    args = build_parser().parse_args(shlex.split(command_line(settings))[1:])
+    assert Path(args.config) == tiny_sd_dir.resolve()
