@@ -155,11 +155,9 @@ def _gaps(root: nn.Module, blocks: set[str]) -> set[str]:
     one, named as the culprit."""
     parents: list[tuple[str, nn.Module]] = [("", root)]
     for name, child in root.named_children():
-        if name in _WRAPPERS:
-            parents.append((name + ".", child))
+        parents.append((name + ".", child))
+        if name in _WRAPPERS:  # its children count as direct children (text_encoder_2.text_model.encoder)
             parents.extend((f"{name}.{inner}.", grandchild) for inner, grandchild in child.named_children())
-        else:
-            parents.append((name + ".", child))
     gaps: set[str] = set()
     for prefix, parent in parents:
         # the component itself, and the direct children that are blocks holding blocks (vae.decoder, a T5 stack)
