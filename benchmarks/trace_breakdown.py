@@ -6,9 +6,10 @@ Each variant adds one layer to a plain diffusers call, so the differences betwee
   empty hooks    a no-op forward hook on every block-depth module (hook dispatch itself)
   stats          the tracer's hooks: statistics and fingerprints of every output, queued
   stats + rows   … and each step's queue turned into columns on the pipeline's thread (harvest)
-  full run       execute_run: the recorder thread (SQLite, step files, previews), anomaly checks, judge, verdict
-Prints medians and the per-round ratio to plain (median, min-max), plus what one psutil memory reading costs
-inside a run against alone (a call that releases the GIL waits for the recorder thread to hand it back).
+  full run       execute_run: the record written in batches (SQLite, step files, previews), anomaly checks, judge,
+                 verdict
+Prints medians and the per-round ratio to plain (median, min-max), plus what one memory reading costs inside a run
+against alone.
 
 Usage: PYTHONPATH=. python benchmarks/trace_breakdown.py [--rounds 7] [--steps 20]
 """

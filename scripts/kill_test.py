@@ -13,7 +13,7 @@ controller and the window's own engine process is killed mid-run; the window mus
 failed with an "engine" reason, the history must show the run as incomplete, and Engine ▸ Restart engine must
 bring the engine back — the run queued after the last kill must be done (tests/gui/test_gui_kill.py: 2 kills).
 
-    python scripts/kill_test.py [--kills 20] [--steps 12] [--seed 0] [--keep DIR] [--json] [--gui]
+    python scripts/kill_test.py [--kills 20] [--steps 40] [--seed 0] [--keep DIR] [--json] [--gui]
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ def doctor_all(root: Path, results: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", metavar="DIR", help="keep the killed runs here")
     parser.add_argument("--json", action="store_true")

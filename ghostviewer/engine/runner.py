@@ -38,7 +38,7 @@ from ghostviewer.engine.loading import DEMO_PIPELINE_DIR, LoadedPipeline, descri
 from ghostviewer.engine.memory import read_memory, reset_peak
 from ghostviewer.engine.preview import LatentPreview
 from ghostviewer.engine.prompt_tokens import prompt_embeddings, prompt_tokens
-from ghostviewer.engine.record_thread import ThreadedWriter
+from ghostviewer.engine.record_buffer import BufferedWriter
 from ghostviewer.engine.schedulers import set_scheduler
 from ghostviewer.engine.settings import RunSettings, resolve_seed, validate, validate_for_pipeline
 from ghostviewer.engine.tracing import TraceConfig, Tracer
@@ -160,8 +160,8 @@ def execute_run(
     one (sweeps); statistics and fingerprints are recorded at every step whatever k, so the verdict and the first
     anomaly are those of a full run.
 
-    `flight`: False (sweeps) writes the whole record when the run ends instead of step by step
-    (record_thread.py, hold): the same record, but a run killed midway leaves none of its steps.
+    `flight`: False (sweeps) writes the whole record when the run ends instead of as it goes
+    (record_buffer.py, hold): the same record, but a run killed midway leaves none of its steps.
 
     `fingerprints`: False (sweeps) records no bit-pattern fingerprints (environment["fingerprint"] = "none"): the
     verdict and first anomaly are the same; comparing the run with another goes by its statistics.
@@ -197,17 +197,17 @@ def _execute(
     environment["determinism"] = {**environment.get("determinism", {}), "generator_device": "cpu"}
     if not fingerprints:
         environment["fingerprint"] = NO_FINGERPRINTS
-    # The record is written on its own thread while the pipeline computes (record_thread.py); events are
-    # still emitted here, each once its writes are committed.
-    writer = ThreadedWriter(lambda: RunWriter.create(Path(runs_dir), settings.to_dict(), environment), hold=not flight)
+    # The record is written in batches between steps (record_buffer.py); events are emitted here, each once its
+    # writes are committed.
+    writer = BufferedWriter(lambda: RunWriter.create(Path(runs_dir), settings.to_dict(), environment), hold=not flight)
     emit = on_progress or (lambda _event: None)
     judge = RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline)  # baseline, prompt check
     detector = judge.detector()
     started = time.perf_counter()
 
     def commit_rows() -> tuple[Future[Any], dict[str, np.ndarray]]:
-        """Hand what the hooks queued to the recorder thread, which turns it into columns, feeds the anomaly
-        detector and stores them; returns (the first anomaly once done, the feature maps)."""
+        """Queue what the hooks queued for the next batch, which turns it into columns, feeds the anomaly detector
+        and stores them; returns (the first anomaly once done, the feature maps)."""
         batch = tracer.take()
 
         def store(w: RunWriter) -> dict[str, Any] | None:
@@ -225,7 +225,7 @@ def _execute(
         except Exception:  # noqa: BLE001 - the rows of a broken step are the least of it; close the record
             pass
         writer.event("run", message, level=level)
-        writer.submit(lambda w: w.set_verdict(None, detector.first))  # the detector is fed on that thread
+        writer.submit(lambda w: w.set_verdict(None, detector.first))  # the detector is fed as the batch is written
         writer.finish(status, time.perf_counter() - started, error=error)
         writer.release(emit)  # the events of the steps committed before the end
 
@@ -267,7 +267,7 @@ def _record_run(
     loaded: LoadedPipeline,
     settings: RunSettings,
     interventions: list[Any],
-    writer: ThreadedWriter,
+    writer: BufferedWriter,
     tracer: Tracer,
     detector: AnomalyDetector,
     commit_rows: Callable[[], tuple[Future[Any], dict[str, np.ndarray]]],
@@ -300,8 +300,7 @@ def _record_run(
     def on_initial(latents: torch.Tensor) -> None:
         commit_rows()  # the encode phase, and the initial latents' own stats
         writer.save_tensors("initial_noise", {"latents": _host(unpacked(latents))})
-        writer.commit()
-        writer.release(emit, backlog=1)
+        writer.release(emit, now=True)  # the record is on disk from here: the encode phase and the first latents
         state["mark"] = time.perf_counter()
         reset_peak(loaded.device)
 
@@ -319,7 +318,7 @@ def _record_run(
         for capture in attention:
             extra.update(capture.harvest())
 
-        def tensors() -> dict[str, np.ndarray]:  # on the recorder thread, from the host copies
+        def tensors() -> dict[str, np.ndarray]:  # when the batch is written, from the host copies
             out = dict(host)
             if host:
                 # Previews go into the step's safetensors as uint8 RGB: a PNG per step costs more than the step.
@@ -345,8 +344,8 @@ def _record_run(
         # Sent once the step is committed: readers of the record can show it.
         writer.after(lambda: {"event": "step", "run_dir": str(writer.path), "step": index, "steps": settings.steps,
                               "first_anomaly": first.result()})
+        writer.release(emit)
         writer.check()  # a record that cannot be written fails the run now
-        writer.release(emit, backlog=1)
         tracer.step = index + 1
         if cancel is not None and cancel.is_cancelled():
             raise RunCancelled()
@@ -408,7 +407,7 @@ def _record_run(
 PROMPT_CACHE_SIZE = 16
 
 
-def _record_prompt(pipe: Any, prompt: str, writer: ThreadedWriter, cache: dict[str, Any] | None = None) -> None:
+def _record_prompt(pipe: Any, prompt: str, writer: BufferedWriter, cache: dict[str, Any] | None = None) -> None:
     """Token ids, token strings and embeddings of the prompt, before any fault touches the text encoder.
     `cache` (a pipeline loaded from disk): prompts encoded by earlier runs, the last PROMPT_CACHE_SIZE."""
     if getattr(pipe, "tokenizer", None) is None or getattr(pipe, "text_encoder", None) is None:

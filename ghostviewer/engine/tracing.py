@@ -1,9 +1,8 @@
 """The tracer: forward hooks that record per-module statistics and feature maps, phase by phase, step by step.
 
 Hooks only queue device-side stat vectors; `flush()` moves a whole step's worth to the host in one transfer.
-`take()` + `harvest()` split it in two: the runner takes a step's queue on the pipeline's thread (a list swap)
-and turns it into columns of statistics (StatColumns) on the recorder thread (record_thread.py), off the pipeline's
-way.
+`take()` + `harvest()` split it in two: the runner takes a step's queue at the step's end (a list swap) and turns
+it into columns of statistics (StatColumns) when the record's next batch is written (record_buffer.py).
 Hooks are attached inside a context manager and removed in `finally`, so a failed run never leaves one behind.
 """
 

@@ -115,7 +115,7 @@ def test_three_engine_kills_lose_no_committed_step(tmp_path: Path) -> None:
     kill_test = _kill_test()
     os.environ.setdefault("GHOSTVIEWER_ENGINE_THREADS", "1")
     points = [(0, 0.0), (3, random.Random(1).uniform(0, 0.03)), (7, 0.0)]  # at the start, mid-run, late
-    results = [kill_test.kill_once(tmp_path / f"k{i}", after, jitter, steps=8, seed=i)
+    results = [kill_test.kill_once(tmp_path / f"k{i}", after, jitter, steps=40, seed=i)
                for i, (after, jitter) in enumerate(points) if (tmp_path / f"k{i}").mkdir() is None]
     for result in results:
         assert result["problem"] is None and result["lost"] == 0, result

@@ -1,4 +1,5 @@
-"""The recorder thread: events only after their writes, a write that fails fails the run (record closed), and the
+"""The record written in batches: events only after their writes, steps committed as they end when they are slower
+than the batch interval and in batches when faster, a write that fails fails the run (record closed), and the
 traced-module list is cached per pipeline but follows a swapped module."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ghostviewer.engine import record_buffer
 from ghostviewer.engine.blocks import iter_modules
 from ghostviewer.engine.runner import RunFailed, execute_run
 from ghostviewer.engine.settings import RunSettings
@@ -50,11 +52,23 @@ def _steps_on_disk_mid_run(demo_loaded, runs_dir: Path, flight: bool) -> tuple[l
     return seen[0], result
 
 
-def test_a_held_record_is_written_when_the_run_ends_and_equals_the_flight_record(demo_loaded, tmp_path: Path
-                                                                                ) -> None:
+def test_steps_slower_than_the_batch_interval_are_committed_as_they_end_faster_ones_in_batches(
+        demo_loaded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(record_buffer, "FLUSH_EVERY_S", 0.0)  # every step is slower than that
+    each, _ = _steps_on_disk_mid_run(demo_loaded, tmp_path / "each", True)
+    assert each == [0, 1, 2, 3]
+    monkeypatch.setattr(record_buffer, "FLUSH_EVERY_S", 3600.0)
+    batched, result = _steps_on_disk_mid_run(demo_loaded, tmp_path / "batched", True)
+    assert batched == []  # the record is there from the initial latents on; its steps come with the next batch
+    assert [s.index for s in RunRecord(result["run_dir"]).steps()] == list(range(6))
+
+
+def test_a_held_record_is_written_when_the_run_ends_and_equals_the_flight_record(
+        demo_loaded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(record_buffer, "FLUSH_EVERY_S", 0.0)
     flight_seen, flight = _steps_on_disk_mid_run(demo_loaded, tmp_path / "flight", True)
     held_seen, held = _steps_on_disk_mid_run(demo_loaded, tmp_path / "held", False)
-    assert flight_seen and held_seen is None  # the flight recorder commits each step; a held run has no record yet
+    assert flight_seen and held_seen is None  # the flight recorder commits as it goes; a held run has no record yet
     assert held["verdict"] == flight["verdict"] and held["first_anomaly"] == flight["first_anomaly"]
     assert held["first_anomaly"] is not None
     a, b = RunRecord(flight["run_dir"]), RunRecord(held["run_dir"])
@@ -68,10 +82,10 @@ def test_a_write_that_fails_fails_the_run_and_closes_the_record(demo_loaded, run
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     original = RunWriter.add_step
 
-    def add_step(self, info, tensors=None, images=None):  # noqa: ANN001, ANN202
+    def add_step(self, info, tensors=None, images=None, **kwargs):  # noqa: ANN001, ANN003, ANN202
         if info.index == 2:
             raise OSError(28, "No space left on device")
-        return original(self, info, tensors, images)
+        return original(self, info, tensors, images, **kwargs)
 
     monkeypatch.setattr(RunWriter, "add_step", add_step)
     with pytest.raises(RunFailed, match="No space left"):
