@@ -128,6 +128,26 @@ class StoreFormat:
         self.create_tables(conn)
         self.migrate(conn)
 
+    def empty_image(self) -> bytes | None:
+        """The bytes of a new, empty database of this format, already in WAL mode (made once per process): a new
+        record's file is written from it in one go, a third of the cost of creating its tables one by one and then
+        switching the journal (~1 ms a run). None where this Python's sqlite3 cannot serialize."""
+        image = _EMPTY_IMAGES.get(self.db_name)
+        if image is None and hasattr(sqlite3.Connection, "serialize"):
+            memory = sqlite3.connect(":memory:")
+            try:
+                self.prepare(memory)
+                memory.commit()
+                data = bytearray(memory.serialize())
+            finally:
+                memory.close()
+            data[18:20] = b"\x02\x02"  # the header's read/write format versions: 2 is WAL
+            image = _EMPTY_IMAGES[self.db_name] = bytes(data)
+        return image
+
+
+_EMPTY_IMAGES: dict[str, bytes] = {}
+
 
 # -- writing -----------------------------------------------------------------------------------------------
 def connect(db: Path, synchronous: str = "NORMAL") -> sqlite3.Connection:
@@ -194,12 +214,16 @@ class StoreWriter:
         path = _make_folder(runs_dir, fmt.noun, record_id, prefix)
         lock = WriterLock.acquire(path, fmt.noun)  # before the database: no reader ever sees a record without it
         try:
+            image = fmt.empty_image()
+            if image is not None:
+                (path / fmt.db_name).write_bytes(image)
             conn = connect(path / fmt.db_name, cls.SYNCHRONOUS)
-            fmt.prepare(conn)
+            if image is None:
+                fmt.prepare(conn)
             created = datetime.now().astimezone().isoformat(timespec="milliseconds")
             write_meta(conn, {fmt.id_key: path.name, "created_at": created, "status": "running", **meta})
             conn.commit()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise RecordError(f"cannot create {fmt.noun} database in {path}: {exc}") from exc
         return path, conn, lock
 

@@ -19,7 +19,10 @@ from ghostviewer.record import (
     RunWriter,
     StatRow,
     StepInfo,
+    StudyRecord,
+    StudyWriter,
     list_runs,
+    schema,
 )
 
 MODULES = [
@@ -286,3 +289,25 @@ def test_bad_names_rejected(tmp_path: Path) -> None:
             writer.save_image("final", np.zeros((2, 2, 7)))
         with pytest.raises(ValueError):
             StatRow("sample", None, "m", 0, 0, (), "float32", 0, 0, 0, 0, 0, 0, 0)
+
+
+def test_a_new_record_is_written_from_the_empty_image_and_equals_one_made_table_by_table(tmp_path: Path) -> None:
+    """Runs and studies start from a serialized empty database in WAL mode: same schema as creating the tables."""
+    made = sqlite3.connect(tmp_path / "made.sqlite")
+    schema.RUN_FORMAT.prepare(made)
+    made.commit()
+    writer = RunWriter.create(tmp_path / "runs", {"prompt": "p", "seed": 1, "steps": 1}, {})
+    conn = sqlite3.connect(writer.path / schema.DB_NAME)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    listing = "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+    assert conn.execute(listing).fetchall() == made.execute(listing).fetchall()
+    conn.close()
+    writer.event("run", "a searchable message")
+    writer.finish("done", 1.0)
+    record = RunRecord(writer.path)
+    assert record.status == "done"
+    assert [e.message for e in record.events(search="searchable")] == ["a searchable message"]
+    study = StudyWriter.create(tmp_path / "studies", "sweep", {}, study_id="s")
+    study.finish("done")
+    assert StudyRecord(study.path).status == "done"
