@@ -1,19 +1,57 @@
-"""The hook's statistics: the numpy fast path and the torch path agree, and the fingerprint sees one flipped bit."""
+"""The hook's statistics: the C pass, the numpy path and the torch path agree, and the fingerprint sees one flipped
+bit."""
 
 from __future__ import annotations
 
 import math
+import shutil
+import sys
 
 import numpy as np
 import pytest
 import torch
 
+from ghostviewer.engine import stats as stats_module
 from ghostviewer.engine.stats import fingerprint, finish_stats, stats_and_fingerprint, tensor_stats
 from ghostviewer.record.types import same_fingerprint, wrap_fingerprint
 
 
-@pytest.mark.parametrize("numel", [1, 7, 384, 4096, 32768, 1 << 18])
-def test_numpy_path_agrees_with_torch(numel: int) -> None:
+@pytest.fixture(params=["C", "numpy"])
+def fast_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test twice: with the C extension (skipped where it is not built) and with the numpy path."""
+    if request.param == "C" and stats_module._f32_stats is None:
+        pytest.skip("the C extension is not built here")
+    if request.param == "numpy":
+        monkeypatch.setattr(stats_module, "_f32_stats", None)
+    return request.param
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler here")
+def test_the_c_extension_is_built_where_a_compiler_is() -> None:
+    assert stats_module._f32_stats is not None, "pip install -e . should have built ghostviewer/engine/_fast_stats.c"
+
+
+@pytest.mark.skipif(stats_module._f32_stats is None, reason="the C extension is not built here")
+def test_the_c_pass_refuses_what_it_cannot_read_and_says_none_for_non_finite() -> None:
+    f32_stats = stats_module._f32_stats
+    with pytest.raises(ValueError):
+        f32_stats(np.zeros(8, np.float64), True)
+    with pytest.raises(ValueError):
+        f32_stats(np.zeros(0, np.float32), True)
+    with pytest.raises((ValueError, BufferError)):
+        f32_stats(np.zeros((4, 4), np.float32)[:, 1], True)
+    for bad in (np.nan, np.inf, -np.inf):
+        x = np.ones(100, np.float32)
+        x[77] = bad
+        assert f32_stats(x, True) is None
+    assert f32_stats(np.ones(5, np.float32), False)[4] is None
+    if sys.byteorder == "little":
+        one = np.ones(1, np.float32)
+        assert f32_stats(one, True) == (1.0, 1.0, 1.0, 1.0, 0x3F800000)
+
+
+@pytest.mark.parametrize("numel", [1, 7, 31, 32, 33, 384, 4096, 32768, 1 << 18])
+def test_fast_paths_agree_with_torch(numel: int, fast_path: str) -> None:
     x = torch.randn(numel, generator=torch.Generator().manual_seed(numel)) * 3 + 1
     fast, fp_fast = stats_and_fingerprint(x)
     slow, fp_slow = tensor_stats(x), fingerprint(x)
@@ -28,7 +66,7 @@ def test_numpy_path_agrees_with_torch(numel: int) -> None:
         assert stats["std"] == pytest.approx(float(x.double().std()), rel=1e-3)
 
 
-def test_fingerprint_sees_one_bit_a_swap_and_an_ulp_pair_and_wraps_at_32_bits() -> None:
+def test_fingerprint_sees_one_bit_a_swap_and_an_ulp_pair_and_wraps_at_32_bits(fast_path: str) -> None:
     x = torch.randn(10_000, generator=torch.Generator().manual_seed(1)).abs() + 0.5
     changed = {"one bit": x.clone(), "swap": x.clone(), "ulp pair": x.clone()}
     changed["one bit"].view(torch.int32)[1234] ^= 1  # the lowest mantissa bit of one element
@@ -38,7 +76,7 @@ def test_fingerprint_sees_one_bit_a_swap_and_an_ulp_pair_and_wraps_at_32_bits() 
     for name, y in changed.items():
         assert stats_and_fingerprint(y)[1] != stats_and_fingerprint(x)[1], name
         assert fingerprint(y) != fingerprint(x), name
-    big = torch.randn(300_000, generator=torch.Generator().manual_seed(2))  # over the numpy path's size: torch
+    big = torch.randn(300_000, generator=torch.Generator().manual_seed(2))  # over the fast paths' size: torch
     assert fingerprint(big) == stats_and_fingerprint(big)[1]
     assert fingerprint(x) == stats_and_fingerprint(x)[1]  # numpy and torch agree
     for value in (fingerprint(x), fingerprint(big), fingerprint(big.double()), fingerprint(big.half())):
@@ -48,7 +86,7 @@ def test_fingerprint_sees_one_bit_a_swap_and_an_ulp_pair_and_wraps_at_32_bits() 
     assert same_fingerprint(old, wrap_fingerprint(old)) and -(2**31) <= wrap_fingerprint(old) < 2**31
 
 
-def test_non_finite_tensors_are_counted() -> None:
+def test_non_finite_tensors_are_counted(fast_path: str) -> None:
     x = torch.ones(300)
     x[3], x[7], x[9] = math.nan, math.inf, -math.inf
     raw, fp = stats_and_fingerprint(x)
@@ -57,7 +95,7 @@ def test_non_finite_tensors_are_counted() -> None:
     assert math.isnan(stats["mean"]) and isinstance(fp, int)
 
 
-def test_huge_finite_values_take_the_torch_path_without_overflow() -> None:
+def test_huge_finite_values_take_the_torch_path_without_overflow(fast_path: str) -> None:
     x = torch.full((1000,), 3e30)
     raw, _ = stats_and_fingerprint(x)
     assert raw[0] == pytest.approx(3e30) and raw[4] == 0 and raw[5] == 0
