@@ -42,6 +42,8 @@ try:  # the optional C extension (setup.py); a build without a C compiler takes 
     from ghostviewer.engine._fast_stats import f32_stats as _f32_stats
 except ImportError:
     _f32_stats = None
+# Tensors whose data_ptr() is their own float32 memory (a subclass may wrap or fake it: it takes the other paths).
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def first_tensor(value: object) -> torch.Tensor | None:
@@ -116,22 +118,23 @@ def tensor_stats(x: torch.Tensor) -> torch.Tensor | list[float]:
 def stats_and_fingerprint(x: torch.Tensor, with_fingerprint: bool = True
                           ) -> tuple[torch.Tensor | list[float], torch.Tensor | int | None]:
     """(tensor_stats(x), fingerprint(x)): what a hook records. A small, contiguous, finite float32 CPU tensor of
-    moderate magnitude is reduced in one pass of the C extension over a zero-copy numpy view (numpy's reductions
-    where it is not built): min, max and fingerprint as torch's, the sums may differ from torch's in the last
+    moderate magnitude is reduced in one pass of the C extension over its memory (numpy's reductions on a zero-copy
+    view where it is not built): min, max and fingerprint as torch's, the sums may differ from torch's in the last
     float32 bits; anything else takes the torch functions.
     `with_fingerprint=False` (sweeps): the fingerprint is None and not computed (about a third of the cost)."""
-    small = 0 < x.numel() <= _NUMPY_MAX_NUMEL
-    if small and x.dtype == torch.float32 and x.device.type == "cpu" and x.is_contiguous():
-        try:
-            arr = x.detach().numpy()
-        except (TypeError, RuntimeError):  # a tensor numpy cannot view (a subclass, a negative view)
-            arr = None
-        if arr is not None and _f32_stats is not None:
-            fast = _f32_stats(arr, with_fingerprint)  # one pass in C (_fast_stats.c); None: not all finite
+    numel = x.numel()
+    if x.dtype is torch.float32 and x.is_cpu and 0 < numel <= _NUMPY_MAX_NUMEL and x.is_contiguous():
+        if _f32_stats is not None and type(x) in _PLAIN_TENSORS and x.layout is torch.strided:
+            # One pass in C over the tensor's own memory (_fast_stats.c); None: not all finite.
+            fast = _f32_stats(x.data_ptr(), numel, with_fingerprint)
             if fast is not None and -_NUMPY_MAX_ABS < fast[0] <= fast[1] < _NUMPY_MAX_ABS:
                 return [fast[0], fast[1], fast[2], fast[3], 0.0, 0.0], fast[4]
-        elif arr is not None:
-            arr = arr.reshape(-1)
+            return tensor_stats(x), fingerprint(x) if with_fingerprint else None
+        try:
+            arr = x.detach().numpy().reshape(-1)
+        except (TypeError, RuntimeError):  # a tensor numpy cannot view (a subclass, a negative view)
+            arr = None
+        if arr is not None:
             lo, hi = float(np.minimum.reduce(arr)), float(np.maximum.reduce(arr))
             if -_NUMPY_MAX_ABS < lo <= hi < _NUMPY_MAX_ABS:  # NaN fails this too; no float warnings below
                 fp = None
