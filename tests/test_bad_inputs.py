@@ -303,6 +303,15 @@ def _set_final(relpath: str) -> Callable[[Path], None]:
     return apply
 
 
+def _sql(statement: str, *params: object) -> Callable[[Path], None]:
+    def apply(run: Path) -> None:
+        conn = sqlite3.connect(run / "run.sqlite")
+        conn.execute(statement, params)
+        conn.commit()
+        conn.close()
+    return apply
+
+
 def _set_meta(key: str, value: str) -> Callable[[Path], None]:
     def apply(run: Path) -> None:
         conn = sqlite3.connect(run / "run.sqlite")
@@ -333,8 +342,8 @@ RUN_FOLDERS: dict[str, Callable[[Path], None]] = {
     "empty-database": lambda r: _write(r / "run.sqlite", b""),
     "truncated-database": lambda r: _write(r / "run.sqlite", (r / "run.sqlite").read_bytes()[:1500]),
     "foreign-database": _foreign_db,
-    "corrupt-step-file": lambda r: _write(r / "tensors" / "step_0001.safetensors", os.urandom(512)),
-    "missing-step-file": lambda r: (r / "tensors" / "step_0001.safetensors").unlink(),
+    "corrupt-step-tensors": _sql("UPDATE blobs SET data = ? WHERE name = 'step_0001'", os.urandom(512)),
+    "missing-step-tensors": _sql("DELETE FROM blobs WHERE name = 'step_0001'"),
     "escaping-final-image": _set_final("../../../../etc/hostname"),
     "absolute-final-image": _set_final("/etc/hostname"),
     "symlinked-final-image": _symlink_final,
@@ -350,7 +359,7 @@ def test_corrupt_run_folders_are_refused(case: str, corpus: dict[str, Path], cap
     before = _fingerprint(run) if run.exists() else {}
     out = corpus["root"] / f"{case}.zip"
     _refused(["compare", str(run), str(corpus["good"])], capsys, corpus)
-    if case == "missing-step-file":  # export bundles what exists, as for a killed run: legal
+    if case == "missing-step-tensors":  # export bundles what exists, as for a killed run: legal
         assert cli_main(["export", str(run), "-o", str(out)]) == 0 and out.is_file()
     else:
         _refused(["export", str(run), "-o", str(out)], capsys, corpus)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from safetensors import SafetensorError, safe_open
+from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
 import ghostviewer
@@ -85,7 +86,11 @@ def _safetensors_header(path: Path) -> dict[str, Any]:
 
 def _kept_keys(path: Path, include_tensors: bool, include_feature_maps: bool, step: int | None) -> list[str] | None:
     """Keys to keep in a tensors file; None keeps the file byte for byte."""
-    keys = [k for k in _safetensors_header(path) if k != "__metadata__"]
+    return _kept_of([k for k in _safetensors_header(path) if k != "__metadata__"], include_tensors,
+                    include_feature_maps, step)
+
+
+def _kept_of(keys: list[str], include_tensors: bool, include_feature_maps: bool, step: int | None) -> list[str] | None:
     kept = keys
     if not include_tensors and step is not None:  # step tensors go; their cheap uint8 previews stay
         kept = [k for k in kept if k in PREVIEW_KEYS]
@@ -127,7 +132,34 @@ def estimate_bundle_size(
                 total += _kept_size(path, _kept_keys(path, include_tensors, include_feature_maps, step))
             else:
                 total += path.stat().st_size
+        if not (include_tensors and include_feature_maps):  # what leaves the tensors inside the database
+            total -= sum(_inline_saving(data, step, include_tensors, include_feature_maps)
+                         for step, data in _inline_tensors(record))
     return total
+
+
+def _inline_tensors(record: RunRecord) -> list[tuple[int | None, bytes]]:
+    try:
+        return [(step, bytes(data)) for step, data in record._query(
+            "SELECT f.step, b.data FROM files f JOIN blobs b ON b.name = f.name WHERE f.kind = 'tensors'",
+            raw_operational=True)]
+    except sqlite3.OperationalError:  # a record from before tensors were kept inline
+        return []
+
+
+def _inline_saving(data: bytes, step: int | None, include_tensors: bool, include_feature_maps: bool) -> int:
+    """Bytes a serialized tensors blob loses to the options (0 when it keeps everything)."""
+    try:
+        (length,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + length])
+        keys = [k for k in header if k != "__metadata__"]
+        kept = _kept_of(keys, include_tensors, include_feature_maps, step)
+        if kept is None:
+            return 0
+        left = sum(header[k]["data_offsets"][1] - header[k]["data_offsets"][0] for k in keys if k not in kept)
+    except (ValueError, TypeError, KeyError, IndexError, struct.error):
+        return 0  # unreadable: counted whole (an upper bound); exporting says what is wrong
+    return max(0, left)
 
 
 # -- the first bad module's inputs (an isolated folder) -----------------------------------------------
@@ -254,6 +286,7 @@ def _run_members(record: RunRecord, work: Path, options: dict[str, bool]) -> lis
                 members.append(_Member(f"{folder}/{relpath}", slim))
             else:  # nothing left: the file goes, and so does its row in the bundled database
                 conn.execute("DELETE FROM files WHERE relpath = ?", (relpath,))
+        _slim_inline(conn, options)
         conn.commit()
         conn.execute("VACUUM")
     except sqlite3.Error as exc:
@@ -263,6 +296,25 @@ def _run_members(record: RunRecord, work: Path, options: dict[str, bool]) -> lis
     finally:
         conn.close()
     return [_Member(f"{folder}/{schema.DB_NAME}", work / schema.DB_NAME), *members]
+
+
+def _slim_inline(conn: sqlite3.Connection, options: dict[str, bool]) -> None:
+    """The tensors kept inside the bundled database (schema.INLINE_PREFIX): each one read (a corrupt one refuses
+    the export, as a corrupt tensors file does) and left out as the options say."""
+    rows = conn.execute("SELECT name, step FROM files WHERE kind = 'tensors' AND substr(relpath, 1, ?) = ?",
+                        (len(schema.INLINE_PREFIX), schema.INLINE_PREFIX)).fetchall()
+    for name, step in rows:
+        blob = conn.execute("SELECT data FROM blobs WHERE name = ?", (name,)).fetchone()
+        if blob is None:
+            continue  # listed but missing: the reader says so, as for a missing file
+        arrays = load_safetensors(bytes(blob[0]))  # unreadable: refused, as an unreadable tensors file is
+        kept = _kept_of(list(arrays), options["include_tensors"], options["include_feature_maps"], step)
+        if kept:
+            conn.execute("UPDATE blobs SET data = ? WHERE name = ?",
+                         (save_safetensors({k: arrays[k] for k in kept}), name))
+        elif kept is not None:
+            conn.execute("DELETE FROM blobs WHERE name = ?", (name,))
+            conn.execute("DELETE FROM files WHERE name = ?", (name,))
 
 
 def _chunks(member: _Member) -> Iterable[bytes]:

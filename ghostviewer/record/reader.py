@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 from safetensors import SafetensorError
+from safetensors.numpy import load as load_bytes
 from safetensors.numpy import load_file
 
 from . import schema
@@ -191,6 +192,8 @@ class RunRecord(StoreRecord):
         return rows[0][0] if rows else None
 
     def _load(self, relpath: str) -> dict[str, np.ndarray]:
+        if relpath.startswith(schema.INLINE_PREFIX):
+            return self._load_inline(relpath)
         target = self._file(relpath)
         try:
             return load_file(str(target))
@@ -198,6 +201,20 @@ class RunRecord(StoreRecord):
             raise RecordError(f"run {self.run_id} is missing {relpath}") from exc
         except (SafetensorError, OSError, ValueError) as exc:
             raise RecordError(f"run {self.run_id} has an unreadable tensor file {relpath}: {exc}") from exc
+
+    def _load_inline(self, relpath: str) -> dict[str, np.ndarray]:
+        """Tensors kept in the database (schema.INLINE_PREFIX): read and checked like a file."""
+        name = relpath.removeprefix(schema.INLINE_PREFIX)
+        try:
+            rows = self._query("SELECT data FROM blobs WHERE name = ?", (name,), raw_operational=True)
+        except sqlite3.OperationalError as exc:  # no blobs table: a record that lists what it cannot hold
+            raise RecordError(f"run {self.run_id} is missing {relpath}: {exc}") from exc
+        if not rows or not isinstance(rows[0][0], bytes):
+            raise RecordError(f"run {self.run_id} is missing {relpath}")
+        try:
+            return load_bytes(rows[0][0])
+        except (SafetensorError, ValueError, TypeError) as exc:
+            raise RecordError(f"run {self.run_id} has unreadable tensors {relpath}: {exc}") from exc
 
     def files(self) -> list[dict[str, Any]]:
         rows = self._query("SELECT name, kind, relpath, step FROM files ORDER BY kind, name")

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
-from safetensors.numpy import save_file
+from safetensors.numpy import save, save_file
 
 from . import schema
 from .errors import RecordError
@@ -46,7 +46,7 @@ def to_uint8_image(image: np.ndarray) -> np.ndarray:
 
 
 class RunWriter(StoreWriter):
-    """Writes `runs_dir/<run_id>/`: run.sqlite (WAL), tensors/*.safetensors, images/*.png."""
+    """Writes `runs_dir/<run_id>/`: run.sqlite (WAL; step tensors inline), tensors/*.safetensors, images/*.png."""
 
     FORMAT = schema.RUN_FORMAT
     # Commits do not wait for the disk: every committed step survives the process dying (a segfault, an OOM kill,
@@ -113,10 +113,17 @@ class RunWriter(StoreWriter):
             (name, kind, relpath, step),
         )
 
-    def save_tensors(self, name: str, tensors: dict[str, np.ndarray], step: int | None = None) -> Path:
-        """Write tensors/<name>.safetensors atomically and list it (row buffered until the next commit)."""
+    def save_tensors(self, name: str, tensors: dict[str, np.ndarray], step: int | None = None,
+                     inline: bool = False) -> Path:
+        """Write tensors/<name>.safetensors atomically and list it (row buffered until the next commit).
+        inline: into the database's `blobs` table instead (committed with the rest; returns the database's path)."""
         _check_name(name)
         self.conn  # noqa: B018 - refuse writes after finish
+        if inline:
+            arrays = {str(k): np.ascontiguousarray(np.asarray(v)) for k, v in tensors.items()}
+            self.conn.execute("INSERT OR REPLACE INTO blobs (name, data) VALUES (?, ?)", (name, save(arrays)))
+            self._add_file(name, "tensors", schema.INLINE_PREFIX + name, step)
+            return self.path / schema.DB_NAME
         relpath = f"tensors/{name}.safetensors"
         target = self.path / relpath
         tmp = target.with_name(target.name + ".tmp")
@@ -154,7 +161,7 @@ class RunWriter(StoreWriter):
         if conn.execute('SELECT 1 FROM steps WHERE "index" = ?', (index,)).fetchone():
             raise RecordError(f"step {index} is already recorded in run {self.run_id}")
         if tensors:
-            self.save_tensors(_step_name(index), tensors, step=index)
+            self.save_tensors(_step_name(index), tensors, step=index, inline=True)
         for image_name, image in (images or {}).items():
             self.save_image(f"{_step_name(index)}_{_check_name(image_name)}", image, step=index)
         conn.execute(

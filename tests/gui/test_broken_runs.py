@@ -33,7 +33,10 @@ def _truncate_db(run: Path) -> None:
 
 
 def _garbage_step(run: Path) -> None:
-    (run / "tensors" / "step_0001.safetensors").write_bytes(b"\xff\x00garbage" * 40)
+    conn = sqlite3.connect(run / "run.sqlite")
+    conn.execute("UPDATE blobs SET data = ? WHERE name = 'step_0001'", (b"\xff\x00garbage" * 40,))
+    conn.commit()
+    conn.close()
 
 
 def _symlink_final(run: Path) -> None:

@@ -94,7 +94,8 @@ def test_layout_and_meta(run: RunRecord, tmp_path: Path) -> None:
     folder = tmp_path / "run-a"
     assert (folder / "run.sqlite").is_file()
     assert not (folder / "run.sqlite-wal").exists()  # finished runs are folded back into one file
-    assert (folder / "tensors" / "step_0000.safetensors").is_file()
+    assert not (folder / "tensors" / "step_0000.safetensors").exists()  # step tensors live in the database
+    assert {"name": "step_0000", "kind": "tensors", "relpath": "run.sqlite#step_0000", "step": 0} in run.files()
     assert (folder / "tensors" / "initial_noise.safetensors").is_file()
     assert (folder / "images" / "step_0002_preview.png").is_file()
     assert not list(folder.rglob("*.tmp"))
