@@ -114,7 +114,8 @@ class BufferedWriter:
         self.submit(lambda w: w.add_stats(rows))
 
     def save_tensors(self, name: str, tensors: dict[str, Any], step: int | None = None) -> None:
-        self.submit(lambda w: w.save_tensors(name, tensors, step))
+        """Into the database, like the steps' (the initial noise, the prompt's embeddings, channel means)."""
+        self.submit(lambda w: w.save_tensors(name, tensors, step, inline=True))
 
     def add_step(self, info: Any, tensors: Callable[[], dict[str, Any]]) -> None:
         """tensors: called when the batch is written (previews are computed then, from host copies)."""

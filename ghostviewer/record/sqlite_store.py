@@ -220,7 +220,7 @@ class StoreWriter:
             conn = connect(path / fmt.db_name, cls.SYNCHRONOUS)
             if image is None:
                 fmt.prepare(conn)
-            created = datetime.now().astimezone().isoformat(timespec="milliseconds")
+            created = datetime.now().astimezone().isoformat(timespec="microseconds")
             write_meta(conn, {fmt.id_key: path.name, "created_at": created, "status": "running", **meta})
             conn.commit()
         except (sqlite3.Error, OSError) as exc:
