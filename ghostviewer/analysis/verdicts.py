@@ -139,11 +139,8 @@ def _box_blur3(channels: np.ndarray) -> np.ndarray:
     """3×3 mean of an (H, W, C) array, edges replicated."""
     padded = np.pad(channels, ((1, 1), (1, 1), (0, 0)), mode="edge")
     h, w = channels.shape[:2]
-    total = np.zeros_like(channels)
-    for dy in range(3):
-        for dx in range(3):
-            total += padded[dy : dy + h, dx : dx + w]
-    return total / 9.0
+    rows = padded[:, :w] + padded[:, 1 : w + 1] + padded[:, 2 : w + 2]  # separable: 4 additions instead of 9
+    return (rows[:h] + rows[1 : h + 1] + rows[2 : h + 2]) / 9.0
 
 
 def _mean_pool(channels: np.ndarray, k: int) -> np.ndarray:
