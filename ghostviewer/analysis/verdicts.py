@@ -93,14 +93,15 @@ def image_scores(image: np.ndarray) -> dict[str, float]:
     """The scores behind the verdict, for an (H, W, 3) float image in [0, 1] (uint8 is accepted too)."""
     x = _as_image(image)
     finite_pixels = np.isfinite(x).all(axis=2)
-    nan_fraction = 1.0 - float(finite_pixels.mean())
-    values = x[finite_pixels]  # (N, 3)
+    all_finite = bool(finite_pixels.all())
+    nan_fraction = 0.0 if all_finite else 1.0 - float(finite_pixels.mean())
+    values = x.reshape(-1, 3) if all_finite else x[finite_pixels]  # (N, 3)
     if values.shape[0] == 0:
         return {"nan_fraction": nan_fraction, "std": 0.0, "noise": 0.0, "saturated": 0.0, "color_cast": 0.0}
 
     std = float(np.sqrt(values.var(axis=0).mean()))
     # Non-finite pixels take the mean colour so that they add no edges (the nan label wins anyway).
-    clean = np.where(finite_pixels[:, :, None], x, values.mean(axis=0))
+    clean = x if all_finite else np.where(finite_pixels[:, :, None], x, values.mean(axis=0))
     side = min(x.shape[:2])
     scales = [k for k in NOISE_SCALES if k == 1 or side // k >= _MIN_POOLED_SIDE]
     noise = max(_high_frequency(_mean_pool(clean, k)) for k in scales)
