@@ -126,6 +126,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 class Tracer:
     def __init__(self, pipe: object, config: TraceConfig | None = None) -> None:
         self.config = config or TraceConfig()
+        self._fingerprints = self.config.fingerprints
         self.modules: list[tuple[str, nn.Module]] = traced_modules(pipe, self.config.depth)
         self.step: int | None = None
         self._pending: list[_Pending] = []
@@ -159,7 +160,10 @@ class Tracer:
 
     def record(self, path: str, tensor: torch.Tensor, phase: str | None = None, capture: bool = True) -> None:
         """Queue the stats of one tensor: a module output, or a pipeline-level tensor such as the initial latents."""
-        phase = phase or self._phase_of(path)
+        self._record(path, phase or self._phase_of(path), tensor, capture and self._captured(path))
+
+    def _record(self, path: str, phase: str, tensor: torch.Tensor, captured: bool) -> None:
+        """record() with the path's phase and capture decided (the hooks decide them once, when made)."""
         step = (self.step or 0) if phase == "denoise" else None
         if self.muted and self._inside_bypass(path, step):
             return
@@ -167,9 +171,9 @@ class Tracer:
         call = self._calls.get(key, 0)
         self._calls[key] = call + 1
         self._pending.append((path, phase, step, call, self._seq, tuple(tensor.shape), _dtype_name(tensor.dtype),
-                              *stats_and_fingerprint(tensor, self.config.fingerprints)))
+                              *stats_and_fingerprint(tensor, self._fingerprints)))
         self._seq += 1
-        if capture and self._captured(path):
+        if captured:
             grid = token_grid(tensor.shape[1], self.latent_hw) if tensor.ndim == 3 and phase == "denoise" else None
             fmap = downsample_feature_map(tensor, self.config.capture_size, self.config.capture_channels, grid)
             if fmap is not None:
@@ -183,10 +187,12 @@ class Tracer:
         if self.adapter.is_dual_stream(module):
             return self._dual_stream_hook(path)
 
+        phase, captured, record = self._phase_of(path), self._captured(path), self._record
+
         def hook(_module: nn.Module, _args: tuple, output: object) -> None:
             tensor = first_tensor(output)
             if tensor is not None:
-                self.record(path, tensor)
+                record(path, phase, tensor, captured)
 
         return hook
 
