@@ -339,13 +339,14 @@ def _record_run(
             mem_kind=after.kind,
         )
         writer.add_step(info, tensors)
-        state.update(mark=time.perf_counter(), mem=after, x0=None)
+        state.update(mem=after, x0=None)
         reset_peak(loaded.device)
         # Sent once the step is committed: readers of the record can show it.
         writer.after(lambda: {"event": "step", "run_dir": str(writer.path), "step": index, "steps": settings.steps,
                               "first_anomaly": first.result()})
         writer.release(emit)
         writer.check()  # a record that cannot be written fails the run now
+        state["mark"] = time.perf_counter()  # after the batch: writing it is not the next step's time
         tracer.step = index + 1
         if cancel is not None and cancel.is_cancelled():
             raise RunCancelled()
