@@ -159,5 +159,7 @@ class BufferedWriter:
             self._flush()
         while self._events and self._events[0][0].done():
             future, event = self._events.popleft()
-            if future.exception() is None:  # a failed write's event is not sent; check() raises its error
+            # A failed write's event is not sent (check() raises its error), nor is any event once a write or a
+            # batch's commit has failed: its writes may not be on disk.
+            if future.exception() is None and self._error is None:
                 emit(event() if callable(event) else event)

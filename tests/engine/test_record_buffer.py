@@ -111,3 +111,26 @@ def test_traced_modules_are_cached_and_follow_a_swapped_module(demo_loaded) -> N
     finally:
         resnet.conv1 = original
     assert original in [m for _, m in traced_modules(pipe, "leaf")]
+
+
+def test_no_step_event_when_its_batch_could_not_be_committed(demo_loaded, runs_dir: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writes of a batch went in but its commit failed (a full disk): their steps are not announced."""
+    monkeypatch.setattr(record_buffer, "FLUSH_EVERY_S", 0.0)
+    original, commits = RunWriter.commit, iter(range(10**6))
+
+    def commit(self) -> None:  # noqa: ANN001
+        if next(commits) == 3:  # the initial batch, steps 0 and 1 went in; step 2's commit fails
+            raise OSError(28, "No space left on device")
+        original(self)
+
+    monkeypatch.setattr(RunWriter, "commit", commit)
+    steps: list[int] = []
+    progress = lambda e: steps.append(e["step"]) if e["event"] == "step" else None  # noqa: E731
+    with pytest.raises(RunFailed, match="No space left"):
+        execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=6), runs_dir,
+                    on_progress=progress)
+    (folder,) = list(runs_dir.iterdir())
+    record = RunRecord(folder)
+    assert record.status == "failed" and steps == [0, 1]
+    assert set(steps) <= {s.index for s in record.steps()}
