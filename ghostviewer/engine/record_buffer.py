@@ -8,8 +8,10 @@ thread, 1.25× step by step, 1.17× in batches). Code run between two torch kern
 the same code run in a batch.
 
 The flight-recorder promise, in time: a run killed midway keeps every step that ended more than FLUSH_EVERY_S
-before it died (a step slower than that is committed as it ends). A step's event is emitted only once the step is
-committed, on the runner's thread. Host copies are made before anything is queued: the queued writes never touch a
+before it died — a due batch is also written at the first traced output after it falls due (in the middle of a slow
+step), and the last step's batch before the decode; a step slower than that is committed as it ends. A step's event
+is emitted only once the step is committed, on the runner's thread, and no event once a write or a batch's commit
+has failed. Host copies are made before anything is queued: the queued writes never touch a
 torch tensor. A write that fails stops the writes after it (`check` raises it; the run then fails with it); the
 record is always closed.
 
@@ -19,6 +21,7 @@ nothing by it, since resuming re-runs a run that did not end.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -70,13 +73,19 @@ class BufferedWriter:
             future.set_exception(exc)
 
     def _flush(self) -> None:
-        """Everything queued, in order, then one commit."""
+        """Everything queued, in order, then one commit. A commit that fails (a full disk shows there) rolls the
+        batch back; from then on no event is sent (release) and check() raises the error."""
         self._make()
         queued, self._queued = self._queued, []
         for item in queued:
             self._run(*item)
         if self._writer is not None and self._error is None and not self._finished:
-            self._run(lambda w: w.commit(), Future(), False)
+            try:
+                self._writer.commit()
+            except Exception as exc:  # noqa: BLE001 - handed to the runner by check()
+                self._error = exc
+                with contextlib.suppress(Exception):
+                    self._writer.conn.rollback()
         self._flushed_at = time.perf_counter()
 
     def submit(self, job: Job, always: bool = False) -> Future[Any]:
@@ -150,6 +159,10 @@ class BufferedWriter:
     def after(self, event: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
         """Emit `event` (or what it returns, on the runner's thread) once everything queued so far is written."""
         self._events.append((self._last, event))
+
+    def due_at(self) -> float | None:
+        """When the pending batch is due (time.perf_counter()), None when nothing is pending or the record is held."""
+        return None if self.hold or not self._queued else self._flushed_at + FLUSH_EVERY_S
 
     def release(self, emit: Emit, now: bool = False) -> None:
         """Write the batch when it is due (`now`, or FLUSH_EVERY_S since the last one; a held record only when it

@@ -226,7 +226,10 @@ def _execute(
             pass
         writer.event("run", message, level=level)
         writer.submit(lambda w: w.set_verdict(None, detector.first))  # the detector is fed as the batch is written
-        writer.finish(status, time.perf_counter() - started, error=error)
+        try:
+            writer.finish(status, time.perf_counter() - started, error=error)
+        except Exception:  # noqa: BLE001 - the record cannot take its status (it is closed, and reads interrupted)
+            pass  # the run's own error is what is reported
         writer.release(emit)  # the events of the steps committed before the end
 
     try:
@@ -291,6 +294,11 @@ def _record_run(
     def unpacked(latents: torch.Tensor) -> torch.Tensor:  # (B, C, H, W) whatever the pipeline keeps
         return family.unpack_latents(pipe, latents, settings.height, settings.width)
 
+    def write_due() -> None:  # from a tracer hook, in the middle of a step or of the decode
+        writer.release(emit)
+        tracer.deadline = writer.due_at()
+
+    tracer.on_deadline = write_due
     writer.after(lambda: {"event": "started", "run_dir": str(writer.path), "steps": settings.steps})
     # An object in memory may have been patched since the last run: encoded afresh.
     _record_prompt(pipe, settings.prompt, writer, None if loaded.source_kind == "memory" else loaded.prompt_cache)
@@ -301,6 +309,7 @@ def _record_run(
         commit_rows()  # the encode phase, and the initial latents' own stats
         writer.save_tensors("initial_noise", {"latents": _host(unpacked(latents))})
         writer.release(emit, now=True)  # the record is on disk from here: the encode phase and the first latents
+        tracer.deadline = writer.due_at()
         state["mark"] = time.perf_counter()
         reset_peak(loaded.device)
 
@@ -344,8 +353,9 @@ def _record_run(
         # Sent once the step is committed: readers of the record can show it.
         writer.after(lambda: {"event": "step", "run_dir": str(writer.path), "step": index, "steps": settings.steps,
                               "first_anomaly": first.result()})
-        writer.release(emit)
+        writer.release(emit, now=index == settings.steps - 1)  # the decode that follows never holds steps back
         writer.check()  # a record that cannot be written fails the run now
+        tracer.deadline = writer.due_at()
         state["mark"] = time.perf_counter()  # after the batch: writing it is not the next step's time
         tracer.step = index + 1
         if cancel is not None and cancel.is_cancelled():
@@ -399,6 +409,7 @@ def _record_run(
     elapsed = time.perf_counter() - started
     writer.event("run", f"verdict {verdict['label']}", level="info" if verdict["label"] == "ok" else "warning")
     writer.finish("done", elapsed)
+    writer.check()  # a write that failed at the end (the verdict, the image) fails the run, as the record says
     writer.release(emit)
     summary = _summary(writer.path, settings, verdict, detector.first, saved.result(), elapsed)
     emit({"event": "finished", **summary})

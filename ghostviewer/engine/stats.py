@@ -124,9 +124,13 @@ def stats_and_fingerprint(x: torch.Tensor, with_fingerprint: bool = True
     `with_fingerprint=False` (sweeps): the fingerprint is None and not computed (about a third of the cost)."""
     numel = x.numel()
     if x.dtype is torch.float32 and x.is_cpu and 0 < numel <= _NUMPY_MAX_NUMEL and x.is_contiguous():
-        if _f32_stats is not None and type(x) in _PLAIN_TENSORS and x.layout is torch.strided:
-            # One pass in C over the tensor's own memory (_fast_stats.c); None: not all finite.
-            fast = _f32_stats(x.data_ptr(), numel, with_fingerprint)
+        if _f32_stats is not None and type(x) in _PLAIN_TENSORS and x.layout is torch.strided and not x.is_neg():
+            # One pass in C over the tensor's own memory (_fast_stats.c); None: not all finite. A tensor without
+            # plain memory of its own (a functorch wrapper) raises on data_ptr(): torch's functions then.
+            try:
+                fast = _f32_stats(x.data_ptr(), numel, with_fingerprint)
+            except (RuntimeError, ValueError):
+                fast = None
             if fast is not None and -_NUMPY_MAX_ABS < fast[0] <= fast[1] < _NUMPY_MAX_ABS:
                 return [fast[0], fast[1], fast[2], fast[3], 0.0, 0.0], fast[4]
             return tensor_stats(x), fingerprint(x) if with_fingerprint else None

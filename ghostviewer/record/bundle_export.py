@@ -140,9 +140,10 @@ def estimate_bundle_size(
 
 def _inline_tensors(record: RunRecord) -> list[tuple[int | None, bytes]]:
     try:
-        return [(step, bytes(data)) for step, data in record._query(
-            "SELECT f.step, b.data FROM files f JOIN blobs b ON b.name = f.name WHERE f.kind = 'tensors'",
-            raw_operational=True)]
+        rows = record._query(
+            "SELECT f.step, b.data FROM files f JOIN blobs b ON f.relpath = ? || b.name WHERE f.kind = 'tensors'",
+            (schema.INLINE_PREFIX,), raw_operational=True)
+        return [(step, data) for step, data in rows if isinstance(data, bytes)]
     except sqlite3.OperationalError:  # a record from before tensors were kept inline
         return []
 
@@ -300,20 +301,30 @@ def _run_members(record: RunRecord, work: Path, options: dict[str, bool]) -> lis
 
 def _slim_inline(conn: sqlite3.Connection, options: dict[str, bool]) -> None:
     """The tensors kept inside the bundled database (schema.INLINE_PREFIX): each one read (a corrupt one refuses
-    the export, as a corrupt tensors file does) and left out as the options say."""
-    rows = conn.execute("SELECT name, step FROM files WHERE kind = 'tensors' AND substr(relpath, 1, ?) = ?",
-                        (len(schema.INLINE_PREFIX), schema.INLINE_PREFIX)).fetchall()
-    for name, step in rows:
-        blob = conn.execute("SELECT data FROM blobs WHERE name = ?", (name,)).fetchone()
+    the export, as a corrupt tensors file does) and left out as the options say; blobs no row lists do not travel."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").fetchone() is None:
+        return  # a record from before tensors were kept inline (or one that lists what it cannot hold)
+    prefix = schema.INLINE_PREFIX
+    rows = conn.execute("SELECT name, relpath, step FROM files WHERE kind = 'tensors' AND substr(relpath, 1, ?) = ?",
+                        (len(prefix), prefix)).fetchall()
+    listed = {relpath[len(prefix):] for _, relpath, _ in rows}
+    for (blob_name,) in conn.execute("SELECT name FROM blobs").fetchall():
+        if blob_name not in listed:
+            conn.execute("DELETE FROM blobs WHERE name = ?", (blob_name,))
+    for name, relpath, step in rows:
+        blob_name = relpath[len(prefix):]  # as the reader finds it
+        blob = conn.execute("SELECT data FROM blobs WHERE name = ?", (blob_name,)).fetchone()
         if blob is None:
             continue  # listed but missing: the reader says so, as for a missing file
-        arrays = load_safetensors(bytes(blob[0]))  # unreadable: refused, as an unreadable tensors file is
+        if not isinstance(blob[0], bytes):
+            raise RecordError(f"unreadable tensors {relpath}: not a safetensors blob")
+        arrays = load_safetensors(blob[0])  # unreadable: refused, as an unreadable tensors file is
         kept = _kept_of(list(arrays), options["include_tensors"], options["include_feature_maps"], step)
         if kept:
             conn.execute("UPDATE blobs SET data = ? WHERE name = ?",
-                         (save_safetensors({k: arrays[k] for k in kept}), name))
+                         (save_safetensors({k: arrays[k] for k in kept}), blob_name))
         elif kept is not None:
-            conn.execute("DELETE FROM blobs WHERE name = ?", (name,))
+            conn.execute("DELETE FROM blobs WHERE name = ?", (blob_name,))
             conn.execute("DELETE FROM files WHERE name = ?", (name,))
 
 

@@ -195,8 +195,15 @@ class RunWriter(StoreWriter):
         """Set the final status, commit, and close. The database is left as a single file when possible."""
         self._check_final(status)
         conn = self.conn
-        self._set_meta(status=status, elapsed_s=float(elapsed_s), error=error)
-        conn.commit()
+        try:
+            self._set_meta(status=status, elapsed_s=float(elapsed_s), error=error)
+            conn.commit()
+        except sqlite3.Error:
+            # The status cannot be written (a full disk): the record is closed all the same, and without its
+            # writer's lock it reads 'interrupted', which is what it is.
+            conn.rollback()
+            self._close(fold=False)
+            raise
         self._close()  # folds the WAL back in, then lets the lock go
 
     def elapsed(self) -> float:

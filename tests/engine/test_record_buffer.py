@@ -4,6 +4,8 @@ traced-module list is cached per pipeline but follows a swapped module."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -113,24 +115,65 @@ def test_traced_modules_are_cached_and_follow_a_swapped_module(demo_loaded) -> N
     assert original in [m for _, m in traced_modules(pipe, "leaf")]
 
 
-def test_no_step_event_when_its_batch_could_not_be_committed(demo_loaded, runs_dir: Path,
+@pytest.mark.parametrize(("lasting", "status"), [(False, "failed"), (True, "interrupted")])
+def test_no_step_event_when_its_batch_could_not_be_committed(demo_loaded, runs_dir: Path, lasting: bool, status: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """The writes of a batch went in but its commit failed (a full disk): their steps are not announced."""
+    """The writes of a batch went in but its commit failed (a full disk): their steps are not announced, the run
+    fails with the error, and the record is closed — 'interrupted' when not even its status could be written."""
     monkeypatch.setattr(record_buffer, "FLUSH_EVERY_S", 0.0)
     original, commits = RunWriter.commit, iter(range(10**6))
 
     def commit(self) -> None:  # noqa: ANN001
-        if next(commits) == 3:  # the initial batch, steps 0 and 1 went in; step 2's commit fails
-            raise OSError(28, "No space left on device")
+        call = next(commits)  # the initial batch, steps 0 and 1 go in; step 2's commit fails
+        if call == 3:
+            raise sqlite3.OperationalError("database or disk is full")
         original(self)
 
     monkeypatch.setattr(RunWriter, "commit", commit)
-    steps: list[int] = []
-    progress = lambda e: steps.append(e["step"]) if e["event"] == "step" else None  # noqa: E731
-    with pytest.raises(RunFailed, match="No space left"):
+    if lasting:  # the final status cannot be written either
+        set_meta = RunWriter._set_meta
+
+        def no_status(self, **values) -> None:  # noqa: ANN001, ANN003
+            if "status" in values:
+                raise sqlite3.OperationalError("database or disk is full")
+            set_meta(self, **values)
+
+        monkeypatch.setattr(RunWriter, "_set_meta", no_status)
+    events: list[tuple[str, int | None]] = []
+    with pytest.raises(RunFailed, match="disk is full"):
         execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=6), runs_dir,
-                    on_progress=progress)
+                    on_progress=lambda e: events.append((e["event"], e.get("step"))))
     (folder,) = list(runs_dir.iterdir())
     record = RunRecord(folder)
-    assert record.status == "failed" and steps == [0, 1]
-    assert set(steps) <= {s.index for s in record.steps()}
+    assert [s for e, s in events if e == "step"] == [0, 1] and events[-1][0] == "failed"
+    assert record.status == status and {0, 1} <= {s.index for s in record.steps()}
+
+
+def test_a_due_batch_is_written_in_the_middle_of_a_slow_step_and_before_the_decode(
+        demo_loaded, runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps that ended long before a crash are on disk though no step has ended since (a hang, an OOM kill)."""
+    monkeypatch.setattr(record_buffer, "FLUSH_EVERY_S", 0.5)
+    unet_calls, seen, slowed = iter(range(10**6)), {}, []
+
+    def slow_fifth_step(*_args) -> None:  # noqa: ANN002
+        if next(unet_calls) == 4:
+            slowed.append(True)
+            time.sleep(0.6)
+
+    def peek(name: str):  # noqa: ANN202
+        def hook(*_args) -> None:  # noqa: ANN002
+            if slowed and name not in seen:
+                seen[name] = [s.index for s in RunRecord(next(runs_dir.iterdir())).steps()]
+        return hook
+
+    unet, vae = demo_loaded.pipe.unet, demo_loaded.pipe.vae
+    handles = [unet.register_forward_pre_hook(slow_fifth_step),
+               unet.up_blocks[0].register_forward_hook(peek("mid step 4")),
+               vae.post_quant_conv.register_forward_pre_hook(peek("decode"))]
+    try:
+        execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=6), runs_dir)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen["mid step 4"][:4] == [0, 1, 2, 3]  # written at a traced output of step 4, once due
+    assert seen["decode"] == list(range(6))  # the last step is always written before the decode

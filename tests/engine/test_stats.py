@@ -58,6 +58,8 @@ def test_tensors_the_c_pass_must_not_read_take_the_other_paths() -> None:
     class Wrapped(torch.Tensor):
         pass
 
+    negative = base._neg_view()  # a lazily negated view: its memory holds the un-negated values
+    assert stats_and_fingerprint(negative, False)[0][:2] == tensor_stats(negative)[:2] == tensor_stats(-base)[:2]
     for x in (base[:, ::2], base.T, base.double(), base.half(), base[:0], base.as_subclass(Wrapped)):
         fast, fp = stats_and_fingerprint(x)
         slow = tensor_stats(x)
