@@ -345,6 +345,7 @@ RUN_FOLDERS: dict[str, Callable[[Path], None]] = {
     "corrupt-step-tensors": _sql("UPDATE blobs SET data = ? WHERE name = 'step_0001'", os.urandom(512)),
     "missing-step-tensors": _sql("DELETE FROM blobs WHERE name = 'step_0001'"),
     "step-tensors-as-text": _sql("UPDATE blobs SET data = 'not a blob' WHERE name = 'step_0001'"),
+    "step-tensors-as-number": _sql("UPDATE blobs SET data = 1000000000000 WHERE name = 'step_0001'"),
     "escaping-final-image": _set_final("../../../../etc/hostname"),
     "absolute-final-image": _set_final("/etc/hostname"),
     "symlinked-final-image": _symlink_final,
