@@ -39,9 +39,10 @@ _WEIGHTS = (2 * np.arange(_NUMPY_MAX_NUMEL, dtype=np.int64) + 1).astype(np.int32
 _TORCH_WEIGHTS: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
 
 try:  # the optional C extension (setup.py); a build without a C compiler takes the numpy path
+    from ghostviewer.engine._fast_stats import f32_finished as _f32_finished
     from ghostviewer.engine._fast_stats import f32_stats as _f32_stats
 except ImportError:
-    _f32_stats = None
+    _f32_stats = _f32_finished = None
 # Tensors whose data_ptr() is their own float32 memory (a subclass may wrap or fake it: it takes the other paths).
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
@@ -123,8 +124,9 @@ def stats_and_fingerprint(x: torch.Tensor, with_fingerprint: bool = True
     float32 bits; anything else takes the torch functions.
     `with_fingerprint=False` (sweeps): the fingerprint is None and not computed (about a third of the cost)."""
     numel = x.numel()
-    if x.dtype is torch.float32 and x.is_cpu and 0 < numel <= _NUMPY_MAX_NUMEL and x.is_contiguous():
-        if _f32_stats is not None and type(x) in _PLAIN_TENSORS and x.layout is torch.strided and not x.is_neg():
+    if (x.dtype is torch.float32 and x.is_cpu and 0 < numel <= _NUMPY_MAX_NUMEL and x.layout is torch.strided
+            and x.is_contiguous()):
+        if _f32_stats is not None and type(x) in _PLAIN_TENSORS and not x.is_neg():
             # One pass in C over the tensor's own memory (_fast_stats.c); None: not all finite. A tensor without
             # plain memory of its own (a functorch wrapper) raises on data_ptr(): torch's functions then.
             try:
@@ -148,6 +150,26 @@ def stats_and_fingerprint(x: torch.Tensor, with_fingerprint: bool = True
                 total = float(np.dot(arr, _ONES[: arr.size]))
                 return [lo, hi, total, float(np.dot(arr, arr)), 0.0, 0.0], fp
     return tensor_stats(x), fingerprint(x) if with_fingerprint else None
+
+
+def hook_stats(x: torch.Tensor, with_fingerprint: bool = True
+               ) -> tuple[tuple[float, float, float, float, float, int, int] | torch.Tensor | list[float],
+                          torch.Tensor | int | None]:
+    """What a tracer hook queues for one output: where the C pass can read it, its statistics already finished (a
+    tuple: min, max, mean, std, absmax, nan_count, inf_count — the values finish_columns gives, to the last bit);
+    anything else as stats_and_fingerprint's raw sums (a list, or a tensor on the device), finished with the step's
+    others by finish_columns (one transfer from the device)."""
+    if _f32_finished is not None and x.dtype is torch.float32 and x.is_cpu and type(x) in _PLAIN_TENSORS:
+        numel = x.numel()
+        if 0 < numel <= _NUMPY_MAX_NUMEL and x.layout is torch.strided and x.is_contiguous() and not x.is_neg():
+            try:
+                fast = _f32_finished(x.data_ptr(), numel, with_fingerprint)
+            except (RuntimeError, ValueError):  # no plain memory of its own (a functorch wrapper)
+                fast = None
+            if fast is not None and -_NUMPY_MAX_ABS < fast[0][0] <= fast[0][1] < _NUMPY_MAX_ABS:
+                return fast
+            return tensor_stats(x), fingerprint(x) if with_fingerprint else None  # not finite, or too large
+    return stats_and_fingerprint(x, with_fingerprint)
 
 
 def finish_stats(raw: list[float], numel: int) -> dict[str, float]:

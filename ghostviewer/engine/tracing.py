@@ -25,7 +25,7 @@ from torch import nn
 from ghostviewer.engine.blocks import Depth, iter_modules, phase_of, pipeline_components
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.families.base import token_grid
-from ghostviewer.engine.stats import finish_columns, first_tensor, stats_and_fingerprint
+from ghostviewer.engine.stats import finish_columns, first_tensor, hook_stats
 from ghostviewer.record import StatColumns, StatRow
 from ghostviewer.record.types import wrap_fingerprint
 
@@ -39,10 +39,13 @@ class TraceConfig:
     fingerprints: bool = True  # False (sweeps): statistics only, no bit-pattern fingerprint per output
 
 
-# One queued output: (path, phase, step, call, seq, shape, dtype, raw stats, fingerprint). A tuple, not a
-# dataclass: hooks run hundreds of times per step and this is their only allocation.
-_Pending = tuple[str, str, "int | None", int, int, tuple[int, ...], str, "torch.Tensor | list[float]",
+# One queued output: (path, phase, step, call, seq, shape, dtype, stats, fingerprint), stats finished (a tuple of
+# STAT_FIELDS) or raw sums (a list, or a tensor still on the device; stats.hook_stats). A tuple, not a dataclass:
+# hooks run hundreds of times per step and this is their only allocation.
+_Pending = tuple[str, str, "int | None", int, int, tuple[int, ...], str,
+                 "tuple[float, float, float, float, float, int, int] | torch.Tensor | list[float]",
                  "torch.Tensor | int | None"]
+STAT_FIELDS = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count")
 
 
 @dataclass
@@ -176,7 +179,7 @@ class Tracer:
         call = self._calls.get(key, 0)
         self._calls[key] = call + 1
         self._pending.append((path, phase, step, call, self._seq, tuple(tensor.shape), _dtype_name(tensor.dtype),
-                              *stats_and_fingerprint(tensor, self._fingerprints)))
+                              *hook_stats(tensor, self._fingerprints)))
         self._seq += 1
         if captured:
             grid = token_grid(tensor.shape[1], self.latent_hw) if tensor.ndim == 3 and phase == "denoise" else None
@@ -238,22 +241,28 @@ class Tracer:
     def harvest(batch: StepBatch) -> StepHarvest:
         """A batch as host-side columns: at most one device-to-host transfer (any thread)."""
         pending = batch.pending
-        on_device = [p[7] for p in pending if isinstance(p[7], torch.Tensor)]
-        moved = iter(torch.stack([t.to(on_device[0].device) for t in on_device]).cpu().tolist() if on_device else [])
-        fp_on_device = [p[8] for p in pending if isinstance(p[8], torch.Tensor)]
-        fps = iter(torch.stack([t.to(fp_on_device[0].device) for t in fp_on_device]).cpu().tolist()
-                   if fp_on_device else [])
         columns = StatColumns()
         if not pending:
             return StepHarvest(columns, batch.feature_maps)
         (columns.module, columns.phase, columns.step, columns.call, columns.seq, columns.shape, columns.dtype,
          stats, fingerprints) = (list(c) for c in zip(*pending, strict=True))
-        raw = [next(moved) if isinstance(s, torch.Tensor) else s for s in stats]
-        numel = [math.prod(shape) for shape in columns.shape]
-        for name, values in finish_columns(raw, numel).items():
-            setattr(columns, name, values)
-        columns.fingerprint = [wrap_fingerprint(next(fps)) if isinstance(fp, torch.Tensor) else fp
-                               for fp in fingerprints]
+        unfinished = [i for i, s in enumerate(stats) if type(s) is not tuple]
+        if unfinished:  # raw sums: finished together, those on a device after one transfer
+            on_device = [stats[i] for i in unfinished if isinstance(stats[i], torch.Tensor)]
+            moved = iter(torch.stack([t.to(on_device[0].device) for t in on_device]).cpu().tolist()
+                         if on_device else [])
+            raw = [next(moved) if isinstance(stats[i], torch.Tensor) else stats[i] for i in unfinished]
+            done = finish_columns(raw, [math.prod(columns.shape[i]) for i in unfinished])
+            for k, i in enumerate(unfinished):
+                stats[i] = tuple(done[name][k] for name in STAT_FIELDS)
+        (columns.min, columns.max, columns.mean, columns.std, columns.absmax, columns.nan_count,
+         columns.inf_count) = (list(c) for c in zip(*stats, strict=True))
+        fp_on_device = [fp for fp in fingerprints if isinstance(fp, torch.Tensor)]
+        if fp_on_device:
+            fps = iter(torch.stack([t.to(fp_on_device[0].device) for t in fp_on_device]).cpu().tolist())
+            fingerprints = [wrap_fingerprint(next(fps)) if isinstance(fp, torch.Tensor) else fp
+                            for fp in fingerprints]
+        columns.fingerprint = fingerprints
         return StepHarvest(columns, batch.feature_maps)
 
     def flush(self) -> StepHarvest:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from ghostviewer.engine import stats as stats_module
-from ghostviewer.engine.stats import fingerprint, finish_stats, stats_and_fingerprint, tensor_stats
+from ghostviewer.engine.stats import fingerprint, finish_stats, hook_stats, stats_and_fingerprint, tensor_stats
 from ghostviewer.record.types import same_fingerprint, wrap_fingerprint
 
 
@@ -23,6 +23,7 @@ def fast_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
         pytest.skip("the C extension is not built here")
     if request.param == "numpy":
         monkeypatch.setattr(stats_module, "_f32_stats", None)
+        monkeypatch.setattr(stats_module, "_f32_finished", None)
     return request.param
 
 
@@ -116,3 +117,52 @@ def test_huge_finite_values_take_the_torch_path_without_overflow(fast_path: str)
     raw, _ = stats_and_fingerprint(x)
     assert raw[0] == pytest.approx(3e30) and raw[4] == 0 and raw[5] == 0
     assert np.isfinite(raw[2])
+
+
+@pytest.mark.parametrize("numel", [1, 2, 31, 33, 4096, 1 << 18, (1 << 18) + 1])
+def test_what_a_hook_queues_is_finished_as_the_harvest_would_to_the_last_bit(numel: int, fast_path: str) -> None:
+    """The C pass finishes the statistics itself: the same values finish_columns makes of the raw sums."""
+    x = torch.randn(numel, generator=torch.Generator().manual_seed(numel)) * 5 - 2
+    queued, fp = hook_stats(x)
+    raw, raw_fp = stats_and_fingerprint(x)
+    assert fp == raw_fp
+    expected = finish_stats(list(raw), numel)  # type: ignore[arg-type]
+    if isinstance(queued, tuple):  # finished by the C pass
+        assert fast_path == "C" and numel <= 1 << 18
+        assert dict(zip(("min", "max", "mean", "std", "absmax", "nan_count", "inf_count"), queued,
+                        strict=True)) == expected
+    else:
+        assert queued == raw
+    for bad in (math.nan, math.inf):  # not finite: raw sums with their counts, whatever the path
+        y = x.clone()
+        y[numel // 2] = bad
+        queued, _ = hook_stats(y)
+        assert isinstance(queued, list) and finish_stats(queued, numel)["nan_count" if bad != math.inf else
+                                                                        "inf_count"] == 1
+
+
+def test_a_harvest_of_finished_and_raw_outputs_gives_each_its_finished_statistics(fast_path: str) -> None:
+    """Finished tuples (the C pass), raw sums (half precision, a strided view, a NaN) and device tensors' in one
+    step: each row as finish_stats makes of its own raw sums, in queue order."""
+    from ghostviewer.engine.tracing import StepBatch, Tracer
+
+    g = torch.Generator().manual_seed(5)
+    outputs = [torch.randn(2, 8, 4, 4, generator=g), torch.randn(64, generator=g).half(),
+               torch.randn(16, 16, generator=g).T, torch.randn(300, generator=g)]
+    outputs[3][5] = math.nan
+    outputs.append(torch.randn(7, generator=g) * 1e3)
+    if torch.cuda.is_available():
+        outputs.append(torch.randn(1000, generator=g).cuda())
+    pending = [(f"m{i}", "denoise", 0, 0, i, tuple(x.shape), str(x.dtype), *hook_stats(x))
+               for i, x in enumerate(outputs)]
+    columns = Tracer.harvest(StepBatch(pending, {})).columns
+    assert columns.module == [f"m{i}" for i in range(len(outputs))]
+    for i, x in enumerate(outputs):
+        raw, fp = stats_and_fingerprint(x)
+        raw = raw.cpu().tolist() if isinstance(raw, torch.Tensor) else raw
+        expected = finish_stats(raw, x.numel())
+        got = {name: getattr(columns, name)[i] for name in expected}
+        assert got.keys() == expected.keys()
+        for name, value in expected.items():
+            assert got[name] == value or (math.isnan(got[name]) and math.isnan(value)), (i, name)
+        assert columns.fingerprint[i] == (fp if isinstance(fp, int) else wrap_fingerprint(int(fp)))
