@@ -13,6 +13,7 @@ import torch
 import transformers
 
 import ghostviewer
+from ghostviewer.engine import fused_stats
 from ghostviewer.record.types import FINGERPRINT_KIND
 
 
@@ -52,4 +53,5 @@ def describe_environment(device: str) -> dict[str, Any]:
     if device.startswith("cuda") and torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
         info["cuda"] = torch.version.cuda
+        info.update(fused_stats.describe())  # how its outputs' statistics are reduced: one Triton kernel, or torch
     return info

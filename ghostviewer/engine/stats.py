@@ -1,8 +1,10 @@
 """Tensor statistics computed on the tensor's own device, gathered to the host once per step.
 
-On a GPU, `tensor_stats` returns a small vector that stays on the device; the tracer stacks a step's vectors
-and moves them in one transfer (one device sync per step). On the CPU there is no transfer to save, so the
-values come back at once and the NaN/Inf counts are only computed when min or max is not finite.
+On a GPU, `tensor_stats` returns the reductions' 0-d results, still on the device (DeviceStats); the tracer stacks a
+step's and moves them in three small transfers. A tiny model on a fast GPU is bound by kernel launches, so each
+output's statistics take as few as torch allows: seven launches (and two for its fingerprint). On the CPU there is
+no transfer to save, so the values come back at once and the NaN/Inf counts are only computed when min or max is not
+finite.
 
 Mean and std come from the sum and the sum of squares (torch's own std_mean is a slow single-pass kernel on
 CPU: 70 µs on a 12k-element tensor against 6 µs here). The price: std loses precision when a tensor's mean is
@@ -21,11 +23,13 @@ wrapping (5 µs; numpy's int64 accumulation of a plain sum took 8).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from ghostviewer.engine import fused_stats
 from ghostviewer.record.types import wrap_fingerprint
 
 FP16_MAX = 65504.0
@@ -93,15 +97,64 @@ def fingerprint(x: torch.Tensor) -> torch.Tensor | int | None:
     weighted = ints.to(wide) * _weights(flat.device, wide, flat.numel())
     total = weighted.sum(dtype=wide)
     if flat.device.type != "cpu":
-        return total.to(torch.int64)  # one dtype for the step's stack; wrapped when gathered
+        return total  # stacked with the step's others (int32 and int64 stack as int64) and wrapped when gathered
     return wrap_fingerprint(int(total))
 
 
+# The fingerprint hook_stats hands over for an output whose DeviceStats row holds it (the fused kernel's).
+IN_ROW: Any = type("InRow", (), {"__repr__": lambda self: "IN_ROW"})()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStats:
+    """Raw stats of one output still on its accelerator: the fused kernel's row (fused_stats.py: min, max, sum,
+    sumsq, counts and fingerprint), or the 0-d tensors torch's reductions left (packing them would cost launches of
+    their own). The tracer gathers a step's to the host together (Tracer.harvest).
+    `norm`: the fourth float is the 2-norm (half precision outputs, reduced in float32 without a float32 copy), to
+    square on the host; else the sum of squares."""
+
+    floats: tuple[torch.Tensor, ...] = ()  # min, max, sum, sumsq (or norm)
+    counts: tuple[torch.Tensor, ...] = ()  # nan, inf
+    norm: bool = False
+    row: torch.Tensor | None = None
+
+    @staticmethod
+    def gather(stats: list[DeviceStats]) -> list[tuple[list[float], int | None]]:
+        """Raw stats (RAW_FIELDS) of many outputs, each with the fingerprint its row holds (else None): a few
+        small transfers whatever their number."""
+        if not stats:
+            return []
+        rows = [d.row for d in stats if d.row is not None]
+        loose = [d for d in stats if d.row is None]
+        gathered_rows = iter(_stack_to_host(rows, rows[0].device if rows else None))
+        floats = _stack_to_host([v for d in loose for v in d.floats], loose[0].floats[0].device if loose else None)
+        counts = _stack_to_host([v for d in loose for v in d.counts], loose[0].floats[0].device if loose else None)
+        out: list[tuple[list[float], int | None]] = []
+        k = 0
+        for d in stats:
+            if d.row is not None:
+                out.append(fused_stats.raw_of(next(gathered_rows)))
+                continue
+            lo, hi, total, fourth = floats[4 * k: 4 * k + 4]
+            out.append(([lo, hi, total, fourth * fourth if d.norm else fourth, float(counts[2 * k]),
+                         float(counts[2 * k + 1])], None))
+            k += 1
+        return out
+
+
+def _stack_to_host(tensors: list[torch.Tensor], device: torch.device | None) -> list[Any]:
+    return torch.stack([t.to(device) for t in tensors]).cpu().tolist() if tensors else []
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
 @torch.no_grad()
-def tensor_stats(x: torch.Tensor) -> torch.Tensor | list[float]:
-    """Raw stats (RAW_FIELDS): a device tensor for accelerators, a list of floats on the CPU."""
+def tensor_stats(x: torch.Tensor) -> DeviceStats | list[float]:
+    """Raw stats (RAW_FIELDS): a list of floats on the CPU; on accelerators a DeviceStats, from seven kernel
+    launches (half precision outputs reduced as they are, without a float32 copy)."""
     xf = x.detach()
-    if xf.dtype != torch.float32:
+    if xf.dtype != torch.float32 and not (xf.dtype in _HALF and xf.device.type != "cpu"):
         xf = xf.float()
     flat = xf.reshape(-1)
     if flat.numel() == 0:
@@ -112,12 +165,20 @@ def tensor_stats(x: torch.Tensor) -> torch.Tensor | list[float]:
         if math.isfinite(values[0]) and math.isfinite(values[1]):
             return [*values, 0.0, 0.0]
         return [*values, float(torch.isnan(flat).sum()), float(torch.isinf(flat).sum())]
-    counts = torch.stack([torch.isnan(flat).sum(), torch.isinf(flat).sum()]).float()
-    return torch.cat([torch.stack([lo, hi, flat.sum(), torch.dot(flat, flat)]), counts])
+    return device_stats(flat, (lo, hi))
+
+
+def device_stats(flat: torch.Tensor, extremes: tuple[torch.Tensor, torch.Tensor] | None = None) -> DeviceStats:
+    """The accelerators' path of tensor_stats for a flat float32 or half precision tensor (any device)."""
+    lo, hi = extremes if extremes is not None else torch.aminmax(flat)
+    half = flat.dtype is not torch.float32
+    fourth = torch.linalg.vector_norm(flat, dtype=torch.float32) if half else torch.dot(flat, flat)
+    return DeviceStats((lo, hi, flat.sum(dtype=torch.float32), fourth),
+                       (torch.isnan(flat).sum(), torch.isinf(flat).sum()), half)
 
 
 def stats_and_fingerprint(x: torch.Tensor, with_fingerprint: bool = True
-                          ) -> tuple[torch.Tensor | list[float], torch.Tensor | int | None]:
+                          ) -> tuple[DeviceStats | list[float], torch.Tensor | int | None]:
     """(tensor_stats(x), fingerprint(x)): what a hook records. A small, contiguous, finite float32 CPU tensor of
     moderate magnitude is reduced in one pass of the C extension over its memory (numpy's reductions on a zero-copy
     view where it is not built): min, max and fingerprint as torch's, the sums may differ from torch's in the last
@@ -153,12 +214,12 @@ def stats_and_fingerprint(x: torch.Tensor, with_fingerprint: bool = True
 
 
 def hook_stats(x: torch.Tensor, with_fingerprint: bool = True
-               ) -> tuple[tuple[float, float, float, float, float, int, int] | torch.Tensor | list[float],
+               ) -> tuple[tuple[float, float, float, float, float, int, int] | DeviceStats | list[float],
                           torch.Tensor | int | None]:
     """What a tracer hook queues for one output: where the C pass can read it, its statistics already finished (a
     tuple: min, max, mean, std, absmax, nan_count, inf_count — the values finish_columns gives, to the last bit);
-    anything else as stats_and_fingerprint's raw sums (a list, or a tensor on the device), finished with the step's
-    others by finish_columns (one transfer from the device)."""
+    anything else as stats_and_fingerprint's raw sums (a list, or a DeviceStats), finished with the step's others
+    by finish_columns (one gathering from the device)."""
     if _f32_finished is not None and x.dtype is torch.float32 and x.is_cpu and type(x) in _PLAIN_TENSORS:
         numel = x.numel()
         if 0 < numel <= _NUMPY_MAX_NUMEL and x.layout is torch.strided and x.is_contiguous() and not x.is_neg():
@@ -169,6 +230,10 @@ def hook_stats(x: torch.Tensor, with_fingerprint: bool = True
             if fast is not None and -_NUMPY_MAX_ABS < fast[0][0] <= fast[0][1] < _NUMPY_MAX_ABS:
                 return fast
             return tensor_stats(x), fingerprint(x) if with_fingerprint else None  # not finite, or too large
+    if not x.is_cpu and fused_stats.available(x):
+        row = fused_stats.fused_row(x)
+        if row is not None:
+            return DeviceStats(row=row), IN_ROW if with_fingerprint else None
     return stats_and_fingerprint(x, with_fingerprint)
 
 

@@ -25,7 +25,7 @@ from torch import nn
 from ghostviewer.engine.blocks import Depth, iter_modules, phase_of, pipeline_components
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.families.base import token_grid
-from ghostviewer.engine.stats import finish_columns, first_tensor, hook_stats
+from ghostviewer.engine.stats import IN_ROW, DeviceStats, finish_columns, first_tensor, hook_stats
 from ghostviewer.record import StatColumns, StatRow
 from ghostviewer.record.types import wrap_fingerprint
 
@@ -40,10 +40,10 @@ class TraceConfig:
 
 
 # One queued output: (path, phase, step, call, seq, shape, dtype, stats, fingerprint), stats finished (a tuple of
-# STAT_FIELDS) or raw sums (a list, or a tensor still on the device; stats.hook_stats). A tuple, not a dataclass:
+# STAT_FIELDS) or raw sums (a list, or a DeviceStats still on the device; stats.hook_stats). A tuple, not a dataclass:
 # hooks run hundreds of times per step and this is their only allocation.
 _Pending = tuple[str, str, "int | None", int, int, tuple[int, ...], str,
-                 "tuple[float, float, float, float, float, int, int] | torch.Tensor | list[float]",
+                 "tuple[float, float, float, float, float, int, int] | DeviceStats | list[float]",
                  "torch.Tensor | int | None"]
 STAT_FIELDS = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count")
 
@@ -247,11 +247,17 @@ class Tracer:
         (columns.module, columns.phase, columns.step, columns.call, columns.seq, columns.shape, columns.dtype,
          stats, fingerprints) = (list(c) for c in zip(*pending, strict=True))
         unfinished = [i for i, s in enumerate(stats) if type(s) is not tuple]
-        if unfinished:  # raw sums: finished together, those on a device after one transfer
-            on_device = [stats[i] for i in unfinished if isinstance(stats[i], torch.Tensor)]
-            moved = iter(torch.stack([t.to(on_device[0].device) for t in on_device]).cpu().tolist()
-                         if on_device else [])
-            raw = [next(moved) if isinstance(stats[i], torch.Tensor) else stats[i] for i in unfinished]
+        if unfinished:  # raw sums: finished together, those on a device gathered at once
+            moved = iter(DeviceStats.gather([stats[i] for i in unfinished if isinstance(stats[i], DeviceStats)]))
+            raw = []
+            for i in unfinished:
+                if isinstance(stats[i], DeviceStats):
+                    values, fp = next(moved)
+                    if fingerprints[i] is IN_ROW:  # the fused kernel's row held it
+                        fingerprints[i] = wrap_fingerprint(fp)
+                    raw.append(values)
+                else:
+                    raw.append(stats[i])
             done = finish_columns(raw, [math.prod(columns.shape[i]) for i in unfinished])
             for k, i in enumerate(unfinished):
                 stats[i] = tuple(done[name][k] for name in STAT_FIELDS)

@@ -12,7 +12,15 @@ import pytest
 import torch
 
 from ghostviewer.engine import stats as stats_module
-from ghostviewer.engine.stats import fingerprint, finish_stats, hook_stats, stats_and_fingerprint, tensor_stats
+from ghostviewer.engine.stats import (
+    DeviceStats,
+    device_stats,
+    fingerprint,
+    finish_stats,
+    hook_stats,
+    stats_and_fingerprint,
+    tensor_stats,
+)
 from ghostviewer.record.types import same_fingerprint, wrap_fingerprint
 
 
@@ -142,8 +150,9 @@ def test_what_a_hook_queues_is_finished_as_the_harvest_would_to_the_last_bit(num
 
 
 def test_a_harvest_of_finished_and_raw_outputs_gives_each_its_finished_statistics(fast_path: str) -> None:
-    """Finished tuples (the C pass), raw sums (half precision, a strided view, a NaN) and device tensors' in one
-    step: each row as finish_stats makes of its own raw sums, in queue order."""
+    """Finished tuples (the C pass), raw sums (half precision, a strided view, a NaN) and, on a GPU, the fused
+    kernel's rows and torch's loose reductions (float64) in one step: each row as finish_stats makes of its own raw
+    sums, in queue order (the GPU's sums as float32 allows: the fused kernel adds in float64)."""
     from ghostviewer.engine.tracing import StepBatch, Tracer
 
     g = torch.Generator().manual_seed(5)
@@ -152,17 +161,40 @@ def test_a_harvest_of_finished_and_raw_outputs_gives_each_its_finished_statistic
     outputs[3][5] = math.nan
     outputs.append(torch.randn(7, generator=g) * 1e3)
     if torch.cuda.is_available():
-        outputs.append(torch.randn(1000, generator=g).cuda())
+        gpu = [torch.randn(1000, generator=g), torch.randn(4, 50, generator=g).half(), torch.randn(90, generator=g)]
+        gpu[2][7] = math.nan
+        outputs += [x.cuda() for x in gpu] + [torch.randn(33, generator=g, dtype=torch.float64).cuda()]
     pending = [(f"m{i}", "denoise", 0, 0, i, tuple(x.shape), str(x.dtype), *hook_stats(x))
                for i, x in enumerate(outputs)]
     columns = Tracer.harvest(StepBatch(pending, {})).columns
     assert columns.module == [f"m{i}" for i in range(len(outputs))]
     for i, x in enumerate(outputs):
         raw, fp = stats_and_fingerprint(x)
-        raw = raw.cpu().tolist() if isinstance(raw, torch.Tensor) else raw
+        raw = DeviceStats.gather([raw])[0][0] if isinstance(raw, DeviceStats) else raw
         expected = finish_stats(raw, x.numel())
         got = {name: getattr(columns, name)[i] for name in expected}
         assert got.keys() == expected.keys()
         for name, value in expected.items():
-            assert got[name] == value or (math.isnan(got[name]) and math.isnan(value)), (i, name)
+            if x.is_cuda and name in ("mean", "std") and not math.isnan(value):
+                assert got[name] == pytest.approx(value, rel=1e-4, abs=1e-5), (i, name)
+            else:
+                assert got[name] == value or (math.isnan(got[name]) and math.isnan(value)), (i, name)
         assert columns.fingerprint[i] == (fp if isinstance(fp, int) else wrap_fingerprint(int(fp)))
+
+
+def test_the_accelerators_path_gives_the_cpu_values_and_gathers_many_outputs_at_once() -> None:
+    """device_stats (what a GPU output gets) on CPU tensors: float32 exactly as tensor_stats, half precision reduced
+    without a float32 copy (its sum of squares from the float32 norm), NaN and Inf counted."""
+    g = torch.Generator().manual_seed(9)
+    x32 = torch.randn(5000, generator=g) * 4
+    x16 = torch.randn(3000, generator=g).half() * 100
+    bad = torch.randn(50, generator=g)
+    bad[3], bad[4], bad[40] = math.nan, math.inf, -math.inf
+    gathered = [raw for raw, _ in DeviceStats.gather([device_stats(x32), device_stats(x16), device_stats(bad)])]
+    assert gathered[0] == tensor_stats(x32)
+    expected16 = tensor_stats(x16)
+    assert gathered[1][:2] == expected16[:2] and gathered[1][4:] == [0.0, 0.0]
+    assert gathered[1][2] == pytest.approx(expected16[2], rel=1e-5)
+    assert gathered[1][3] == pytest.approx(expected16[3], rel=1e-5)
+    assert gathered[2][4:] == [1.0, 2.0] and math.isnan(gathered[2][2])
+    assert DeviceStats.gather([]) == []
