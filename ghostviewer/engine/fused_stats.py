@@ -106,7 +106,11 @@ def fused_row(x: torch.Tensor) -> torch.Tensor | None:
     n = x.numel()
     half = _BITS[x.dtype]
     try:
-        with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():  # (CPU: Triton's interpreter)
+        # Triton launches on the current device: switched only for a tensor on another one (the switch costs
+        # microseconds a call; the CPU is Triton's interpreter, in tests).
+        index = x.device.index
+        switch = x.is_cuda and index is not None and index != torch.cuda.current_device()
+        with torch.cuda.device(index) if switch else contextlib.nullcontext():
             if n <= SMALL:
                 out = torch.empty(7, dtype=torch.float64, device=x.device)
                 _partials[(1,)](x, n, out, BLOCK=BLOCK, HALF=half)
