@@ -1,10 +1,10 @@
 """Tensor statistics computed on the tensor's own device, gathered to the host once per step.
 
-On a GPU, `tensor_stats` returns the reductions' 0-d results, still on the device (DeviceStats); the tracer stacks a
-step's and moves them in three small transfers. A tiny model on a fast GPU is bound by kernel launches, so each
-output's statistics take as few as torch allows: seven launches (and two for its fingerprint). On the CPU there is
-no transfer to save, so the values come back at once and the NaN/Inf counts are only computed when min or max is not
-finite.
+On a GPU, each output's statistics and fingerprint take one kernel launch where Triton is there (fused_stats.py);
+elsewhere `tensor_stats` leaves the reductions' 0-d results on the device (seven launches, two more for the
+fingerprint: a tiny model on a fast GPU is bound by kernel launches). Either way they stay there (DeviceStats) until
+the tracer gathers a step's in a few small transfers. On the CPU there is no transfer to save, so the values come
+back at once and the NaN/Inf counts are only computed when min or max is not finite.
 
 Mean and std come from the sum and the sum of squares (torch's own std_mean is a slow single-pass kernel on
 CPU: 70 µs on a 12k-element tensor against 6 µs here). The price: std loses precision when a tensor's mean is
@@ -101,8 +101,14 @@ def fingerprint(x: torch.Tensor) -> torch.Tensor | int | None:
     return wrap_fingerprint(int(total))
 
 
-# The fingerprint hook_stats hands over for an output whose DeviceStats row holds it (the fused kernel's).
-IN_ROW: Any = type("InRow", (), {"__repr__": lambda self: "IN_ROW"})()
+class _InRow:
+    """The fingerprint hook_stats hands over for an output whose DeviceStats row holds it (the fused kernel's)."""
+
+    def __repr__(self) -> str:
+        return "IN_ROW"
+
+
+IN_ROW: Any = _InRow()
 
 
 @dataclass(frozen=True, slots=True)
