@@ -14,6 +14,7 @@
  *   counts them.
  * f32_finished(address, count, fingerprint) -> ((min, max, mean, std, absmax, 0, 0), fp) or None
  *   the same pass, finished as stats.finish_columns would (the tracer's hooks: nothing left to do per output).
+ * vector_width(width) -> the width in use: tests compare the 4- and 8-float versions with it.
  * Sums are accumulated in 32 float32 lanes (as a BLAS dot does); the fingerprint wraps at 32 bits like torch's.
  */
 #define PY_SSIZE_T_CLEAN
@@ -103,13 +104,21 @@ DEFINE_REDUCE(reduce4, 4, )
  * without AVX, an 8-float vector is split into slow scalar code. */
 DEFINE_REDUCE(reduce8, 8, __attribute__((target("avx2"))))
 static int (*reduce)(const float *, Py_ssize_t, int, double *, uint32_t *) = reduce4;
+static int have_avx2 = 0;
 static void pick_reduce(void) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2")) reduce = reduce8;
+    have_avx2 = __builtin_cpu_supports("avx2");
+    if (have_avx2) reduce = reduce8;
+}
+static int set_width(int width) {  /* tests: 4 or 8 floats a vector (8 only with AVX2); the width now in use */
+    if (width == 4) reduce = reduce4;
+    if (width == 8 && have_avx2) reduce = reduce8;
+    return reduce == reduce8 ? 8 : 4;
 }
 #else
 #define reduce reduce4
 static void pick_reduce(void) {}
+static int set_width(int width) { (void)width; return 4; }
 #endif
 #else
 static int reduce(const float *x, Py_ssize_t n, int with_fp, double *out, uint32_t *fp_out) {
@@ -121,6 +130,7 @@ static int reduce(const float *x, Py_ssize_t n, int with_fp, double *out, uint32
     return bad != 0;
 }
 static void pick_reduce(void) {}
+static int set_width(int width) { (void)width; return 1; }
 #endif
 
 /* The pass itself, shared by both entry points: 0 and `out`, `fp` filled; 1 when an element is not finite;
@@ -189,12 +199,22 @@ static PyObject *f32_finished(PyObject *self, PyObject *const *args, Py_ssize_t 
     return Py_BuildValue("((dddddii)N)", lo, hi, mean, std, absmax, 0, 0, fingerprint);
 }
 
+static PyObject *vector_width(PyObject *self, PyObject *arg) {
+    (void)self;
+    long width = PyLong_AsLong(arg);
+    if (width == -1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromLong(set_width((int)width));
+}
+
 static PyMethodDef methods[] = {
     {"f32_stats", (PyCFunction)(void (*)(void))f32_stats, METH_FASTCALL,
      "f32_stats(address, count, fingerprint) -> (min, max, sum, sumsq, fp) or None when any element is not finite"},
     {"f32_finished", (PyCFunction)(void (*)(void))f32_finished, METH_FASTCALL,
      "f32_finished(address, count, fingerprint) -> ((min, max, mean, std, absmax, 0, 0), fp) or None when any "
      "element is not finite"},
+    {"vector_width", vector_width, METH_O,
+     "vector_width(width) -> the width in use, after asking for 4- or 8-float vectors (8 needs AVX2; 0 only "
+     "reads it). For tests: every width gives the same values"},
     {NULL, NULL, 0, NULL},
 };
 

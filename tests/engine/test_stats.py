@@ -198,3 +198,29 @@ def test_the_accelerators_path_gives_the_cpu_values_and_gathers_many_outputs_at_
     assert gathered[1][3] == pytest.approx(expected16[3], rel=1e-5)
     assert gathered[2][4:] == [1.0, 2.0] and math.isnan(gathered[2][2])
     assert DeviceStats.gather([]) == []
+
+
+@pytest.mark.skipif(stats_module._f32_stats is None, reason="the C extension is not built here")
+def test_the_c_pass_gives_the_same_values_whatever_the_vector_width_the_cpu_allows() -> None:
+    """8-float (AVX2) and 4-float vectors keep the same 32 lanes: a run's statistics do not depend on the CPU."""
+    from ghostviewer.engine import _fast_stats
+
+    in_use = _fast_stats.vector_width(0)
+    if _fast_stats.vector_width(8) != 8:
+        pytest.skip("this CPU has no AVX2: one width only")
+    g = np.random.default_rng(4)
+    try:
+        for n in (1, 31, 32, 33, 1000, 4097, 70_001, 1 << 18):
+            a = (g.standard_normal(n) * 7 + 2).astype(np.float32)
+            results = []
+            for width in (4, 8):
+                assert _fast_stats.vector_width(width) == width
+                results.append((_fast_stats.f32_stats(a.ctypes.data, n, True),
+                                _fast_stats.f32_finished(a.ctypes.data, n, True)))
+            assert results[0] == results[1], n
+            a[n // 2] = np.nan
+            for width in (4, 8):
+                _fast_stats.vector_width(width)
+                assert _fast_stats.f32_finished(a.ctypes.data, n, True) is None
+    finally:
+        _fast_stats.vector_width(in_use)
