@@ -9,7 +9,6 @@ import json
 import os
 import sqlite3
 import stat
-import struct
 import tempfile
 import time
 import zipfile
@@ -44,7 +43,7 @@ from .bundle_format import (
 )
 from .bundle_texts import command_line, readme, repro_script
 from .errors import RecordError
-from .reader import RunRecord
+from .reader import RunRecord, safetensors_header
 
 _CHUNK = 1024 * 1024
 _FILE_MODE = (stat.S_IFREG | 0o644) << 16
@@ -73,14 +72,8 @@ def _records(run_dirs: Iterable[str | Path]) -> list[RunRecord]:
 def _safetensors_header(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
-            (length,) = struct.unpack("<Q", handle.read(8))
-            if length > 100 * 1024**2:
-                raise ValueError("header too large")
-            header = json.loads(handle.read(length))
-        if not isinstance(header, dict):
-            raise ValueError("header is not an object")
-        return header
-    except (OSError, ValueError, struct.error) as exc:
+            return safetensors_header(handle.read)
+    except (OSError, ValueError) as exc:
         raise RecordError(f"unreadable tensor file {path}: {exc}") from exc
 
 
@@ -133,33 +126,24 @@ def estimate_bundle_size(
             else:
                 total += path.stat().st_size
         if not (include_tensors and include_feature_maps):  # what leaves the tensors inside the database
-            total -= sum(_inline_saving(data, step, include_tensors, include_feature_maps)
-                         for step, data in _inline_tensors(record))
+            total -= sum(_inline_saving(header, step, include_tensors, include_feature_maps)
+                         for step, header in record.inline_tensor_headers())
     return total
 
 
-def _inline_tensors(record: RunRecord) -> list[tuple[int | None, bytes]]:
+def _inline_saving(header: dict[str, Any] | None, step: int | None, include_tensors: bool,
+                   include_feature_maps: bool) -> int:
+    """Bytes a serialized tensors blob (its safetensors header) loses to the options (0 when it keeps everything)."""
+    if header is None:
+        return 0  # unreadable: counted whole (an upper bound); exporting says what is wrong
     try:
-        rows = record._query(
-            "SELECT f.step, b.data FROM files f JOIN blobs b ON f.relpath = ? || b.name WHERE f.kind = 'tensors'",
-            (schema.INLINE_PREFIX,), raw_operational=True)
-        return [(step, data) for step, data in rows if isinstance(data, bytes)]
-    except sqlite3.OperationalError:  # a record from before tensors were kept inline
-        return []
-
-
-def _inline_saving(data: bytes, step: int | None, include_tensors: bool, include_feature_maps: bool) -> int:
-    """Bytes a serialized tensors blob loses to the options (0 when it keeps everything)."""
-    try:
-        (length,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8 : 8 + length])
         keys = [k for k in header if k != "__metadata__"]
         kept = _kept_of(keys, include_tensors, include_feature_maps, step)
         if kept is None:
             return 0
         left = sum(header[k]["data_offsets"][1] - header[k]["data_offsets"][0] for k in keys if k not in kept)
-    except (ValueError, TypeError, KeyError, IndexError, struct.error):
-        return 0  # unreadable: counted whole (an upper bound); exporting says what is wrong
+    except (ValueError, TypeError, KeyError, IndexError):
+        return 0
     return max(0, left)
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
+import io
+import json
 import sqlite3
-from collections.abc import Sequence
+import struct
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +219,18 @@ class RunRecord(StoreRecord):
         except (SafetensorError, ValueError, TypeError) as exc:
             raise RecordError(f"run {self.run_id} has unreadable tensors {relpath}: {exc}") from exc
 
+    def inline_tensor_headers(self) -> list[tuple[int | None, dict[str, Any] | None]]:
+        """(step, safetensors header) of each tensors blob the run lists, read without its tensors (incremental
+        blob I/O; whole blobs on Python 3.10): what a bundle's size estimate needs. None: an unreadable header."""
+        try:
+            with self._reading(raw_operational=True) as conn:
+                rows = conn.execute(
+                    "SELECT f.step, b.rowid FROM files f JOIN blobs b ON f.relpath = ? || b.name"
+                    " WHERE f.kind = 'tensors'", (schema.INLINE_PREFIX,)).fetchall()
+                return [(step, _blob_header(conn, rowid)) for step, rowid in rows]
+        except sqlite3.OperationalError:  # a record from before tensors were kept inline
+            return []
+
     def files(self) -> list[dict[str, Any]]:
         rows = self._query("SELECT name, kind, relpath, step FROM files ORDER BY kind, name")
         return [{"name": n, "kind": k, "relpath": r, "step": s} for n, k, r, s in rows]
@@ -298,3 +313,36 @@ class RunRecord(StoreRecord):
 
     def __repr__(self) -> str:
         return f"RunRecord({str(self.path)!r})"
+
+
+_MAX_HEADER = 100 * 1024**2  # safetensors' own limit on a header's length
+
+
+def safetensors_header(read: Callable[[int], bytes]) -> dict[str, Any]:
+    """The JSON header of a safetensors serialization, from a reader of its first bytes (a file's, a blob's): 8 bytes
+    of length, then the header. ValueError when there is none."""
+    head = read(8)
+    if len(head) != 8:
+        raise ValueError("too short for a safetensors header")
+    (length,) = struct.unpack("<Q", head)
+    if length > _MAX_HEADER:
+        raise ValueError("header too large")
+    text = read(length)
+    if len(text) != length:
+        raise ValueError("header cut short")
+    header = json.loads(text)
+    if not isinstance(header, dict):
+        raise ValueError("header is not an object")
+    return header
+
+
+def _blob_header(conn: sqlite3.Connection, rowid: int) -> dict[str, Any] | None:
+    """The safetensors header at the start of a blob, reading no further (None: a value that has none)."""
+    try:
+        if not hasattr(conn, "blobopen"):  # Python 3.10: the whole blob
+            row = conn.execute("SELECT data FROM blobs WHERE rowid = ?", (rowid,)).fetchone()
+            return safetensors_header(io.BytesIO(row[0] if isinstance(row[0], bytes) else b"").read)
+        with conn.blobopen("blobs", "data", rowid, readonly=True) as blob:
+            return safetensors_header(blob.read)
+    except (sqlite3.Error, ValueError):  # a value that is no blob, a header that is no JSON
+        return None

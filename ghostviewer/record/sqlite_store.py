@@ -17,7 +17,8 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePath
@@ -325,11 +326,10 @@ class StoreRecord:
         self.schema_version: int = version
         return tables, meta
 
-    def _query(
-        self, sql: str, params: Sequence[Any] = (), *, raw_operational: bool = False
-    ) -> list[tuple[Any, ...]]:
-        """Rows of one query on a fresh read-only connection. raw_operational: let sqlite3.OperationalError
-        through (the caller has a fallback) instead of a RecordError."""
+    @contextmanager
+    def _reading(self, *, raw_operational: bool = False) -> Iterator[sqlite3.Connection]:
+        """A fresh read-only connection to the index, closed after; its errors as RecordError (raw_operational:
+        sqlite3.OperationalError let through, for callers that have a fallback)."""
         noun = self.FORMAT.noun
         uri = self._db.as_uri() + ("?immutable=1" if self._immutable else "?mode=ro")
         try:
@@ -338,7 +338,7 @@ class StoreRecord:
             raise RecordError(f"cannot open {noun} database {self._db}: {exc}") from exc
         try:
             conn.execute("PRAGMA query_only=ON")
-            return conn.execute(sql, params).fetchall()
+            yield conn
         except sqlite3.OperationalError as exc:
             if raw_operational:
                 raise
@@ -347,6 +347,14 @@ class StoreRecord:
             raise RecordError(f"corrupt {noun} database {self._db}: {exc}") from exc
         finally:
             conn.close()
+
+    def _query(
+        self, sql: str, params: Sequence[Any] = (), *, raw_operational: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Rows of one query on a fresh read-only connection. raw_operational: let sqlite3.OperationalError
+        through (the caller has a fallback) instead of a RecordError."""
+        with self._reading(raw_operational=raw_operational) as conn:
+            return conn.execute(sql, params).fetchall()
 
     def _tables(self) -> set[str]:
         return {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}

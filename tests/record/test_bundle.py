@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import struct
@@ -126,6 +127,30 @@ def test_leaving_out_tensors_and_feature_maps(real_runs: dict[str, Path], tmp_pa
         assert "latents" in opened.tensors("initial_noise")
     assert sizes["full"] > sizes["no_maps"] > sizes["small"]
     assert full >= sizes["full"]  # the estimate is an upper bound
+
+
+def test_the_size_estimate_reads_only_the_tensors_headers(real_runs: dict[str, Path], tmp_path: Path) -> None:
+    """The estimate needs each tensors blob's header alone (incremental blob I/O): the same headers safetensors
+    reads from the whole blobs; a blob with no header (garbage, text, a number) is counted whole, not refused."""
+    run = tmp_path / "copy"
+    shutil.copytree(real_runs["ok"], run)
+    record = RunRecord(run)
+    headers = record.inline_tensor_headers()
+    assert len(headers) >= 5  # the steps, the initial noise, the prompt, the channel means
+    for step, header in headers:
+        if step is not None:
+            assert header is not None and set(header) - {"__metadata__"} == set(record.step_tensors(step))
+    no_maps = estimate_bundle_size([run], include_feature_maps=False)
+    small = estimate_bundle_size([run], include_tensors=False)
+    conn = sqlite3.connect(run / "run.sqlite")
+    for name, value in (("step_0001", os.urandom(512)), ("step_0002", "not a blob"), ("step_0003", 10**12)):
+        conn.execute("UPDATE blobs SET data = ? WHERE name = ?", (value, name))
+    conn.commit()
+    conn.close()
+    broken = {step: header for step, header in RunRecord(run).inline_tensor_headers()}
+    assert broken[1] is None and broken[2] is None and broken[3] is None and broken[0] is not None
+    assert estimate_bundle_size([run], include_tensors=False) > small  # those three counted whole
+    assert estimate_bundle_size([run], include_feature_maps=False) > 0 and no_maps > 0
 
 
 @pytest.mark.parametrize(("kind", "code"), [("nan", 1), ("ok", 0)])
