@@ -1,6 +1,7 @@
 """The tracer: forward hooks that record per-module statistics and feature maps, phase by phase, step by step.
 
-Hooks only queue device-side stat vectors; `flush()` moves a whole step's worth to the host in one transfer.
+Hooks queue finished statistics (CPU, the C pass) or device-side results; `flush()` gathers a whole step's worth to
+the host in a few small transfers, whatever the number of outputs.
 `take()` + `harvest()` split it in two: the runner takes a step's queue at the step's end (a list swap) and turns
 it into columns of statistics (StatColumns) when the record's next batch is written (record_buffer.py).
 Hooks are attached inside a context manager and removed in `finally`, so a failed run never leaves one behind.
@@ -239,7 +240,7 @@ class Tracer:
 
     @staticmethod
     def harvest(batch: StepBatch) -> StepHarvest:
-        """A batch as host-side columns: at most one device-to-host transfer (any thread)."""
+        """A batch as host-side columns: a few small device-to-host transfers for the whole batch (any thread)."""
         pending = batch.pending
         columns = StatColumns()
         if not pending:
@@ -272,5 +273,5 @@ class Tracer:
         return StepHarvest(columns, batch.feature_maps)
 
     def flush(self) -> StepHarvest:
-        """Everything queued since the last flush, as host-side rows: at most one device-to-host transfer."""
+        """Everything queued since the last flush, as host-side rows (see harvest)."""
         return self.harvest(self.take())
