@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test demo lint setup clean-venv screenshots benchmarks package
 
-$(STAMP): pyproject.toml setup.py ghostviewer/engine/_fast_stats.c
+$(STAMP): pyproject.toml setup.py ghostviewer/engine/tracing/_fast_stats.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The exact CPU wheel is named only here; pyproject keeps a range so users can bring their own build.

@@ -1,6 +1,6 @@
-"""The optional C extension (ghostviewer/engine/_fast_stats.c, one-pass tensor statistics for the tracer); everything
+"""The optional C extension (ghostviewer/engine/tracing/_fast_stats.c, one-pass tensor statistics for the tracer); everything
 else is in pyproject.toml. Without a C compiler the package installs without it and the tracer takes its numpy path
-(engine/stats.py)."""
+(engine/tracing/stats.py)."""
 
 import sys
 
@@ -12,8 +12,8 @@ FLAGS = ["/O2"] if sys.platform == "win32" and "MSC" in sys.version else ["-O3",
 setup(
     ext_modules=[
         Extension(
-            "ghostviewer.engine._fast_stats",
-            ["ghostviewer/engine/_fast_stats.c"],
+            "ghostviewer.engine.tracing._fast_stats",
+            ["ghostviewer/engine/tracing/_fast_stats.c"],
             extra_compile_args=FLAGS,
             optional=True,
         )

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ghostviewer.engine.bisect import bisect_run
-from ghostviewer.engine.blocks import resolve_module
-from ghostviewer.engine.loading import load_pipeline
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
-from ghostviewer.engine.settings_bisect import bisect_settings
+from ghostviewer.engine.loading.pipelines import load_pipeline
+from ghostviewer.engine.loops.bisect_blocks import bisect_run
+from ghostviewer.engine.loops.bisect_settings import bisect_settings
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
+from ghostviewer.engine.tracing.blocks import resolve_module
 
 STAR = "a yellow star on a black background"
 # (label, prompt, fault, seed, dtype)

@@ -24,10 +24,10 @@ from PIL import Image
 
 from ghostviewer.analysis.baseline_build import worst_excess
 from ghostviewer.demo import shapes
-from ghostviewer.engine.baseline import CHANNEL_MEANS, find_baseline
-from ghostviewer.engine.loading import load_pipeline
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.loading.pipelines import load_pipeline
+from ghostviewer.engine.loops.baseline_build import CHANNEL_MEANS, find_baseline
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Tracing overhead on a CUDA GPU, side by side in one process: untraced, traced with the fused statistics kernel
-(engine/fused_stats.py, Triton) and traced with torch's functions, at block and leaf depth; then the same runs'
+(engine/tracing/fused_stats.py, Triton) and traced with torch's functions, at block and leaf depth; then the same runs'
 verdicts and first anomalies on the GPU and on the CPU under the ghost lab's faults, and whether a fused run and a
 torch-functions run of one seed compare as identical (they must: same fingerprints, min, max and counts).
 
@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 
 from ghostviewer.analysis.compare import comparable_stats, first_stat_divergence
-from ghostviewer.engine import fused_stats
-from ghostviewer.engine.loading import load_pipeline
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.loading.pipelines import load_pipeline
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
+from ghostviewer.engine.tracing import fused_stats
 from ghostviewer.record import RunRecord
 
 PROMPT = "a red circle on a blue background, top left"

@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 
 from ghostviewer import api
-from ghostviewer.engine.loading import load_pipeline
-from ghostviewer.engine.replay import replay_run
+from ghostviewer.engine.loading.pipelines import load_pipeline
+from ghostviewer.engine.loops.replay import replay_run
 
 PROMPT = "a red circle on a blue background"
 

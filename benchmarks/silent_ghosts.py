@@ -35,14 +35,14 @@ from ghostviewer.analysis.anomaly import AnomalyDetector
 from ghostviewer.analysis.verdict_context import verdict_in_context
 from ghostviewer.analysis.verdicts import image_verdict
 from ghostviewer.demo.baseline_prompts import baseline_prompts
-from ghostviewer.engine.baseline import CHANNEL_MEANS, build_baseline, lookup_baseline
-from ghostviewer.engine.channel_means import ChannelMeans
 from ghostviewer.engine.faults import FAULTS
 from ghostviewer.engine.interventions.base import RunContext, applied
-from ghostviewer.engine.loading import load_pipeline
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
-from ghostviewer.engine.tracing import Tracer
+from ghostviewer.engine.loading.pipelines import load_pipeline
+from ghostviewer.engine.loops.baseline_build import CHANNEL_MEANS, build_baseline, lookup_baseline
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
+from ghostviewer.engine.tracing.channel_means import ChannelMeans
+from ghostviewer.engine.tracing.tracer import Tracer
 from ghostviewer.record import RunRecord
 
 SILENT = ("decoder-color-shift", "dead-text-conditioning", "scaled-block")

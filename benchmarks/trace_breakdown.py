@@ -25,10 +25,11 @@ from pathlib import Path
 import torch
 
 from benchmarks.trace_overhead import demo_benchmark
-from ghostviewer.engine import memory, runner
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
-from ghostviewer.engine.tracing import Tracer
+from ghostviewer.engine.run import runner
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
+from ghostviewer.engine.tracing import memory
+from ghostviewer.engine.tracing.tracer import Tracer
 
 PROMPT = "a red circle on a blue background, top left"
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from ghostviewer.engine.loading import LoadedPipeline, load_pipeline
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.loading.pipelines import LoadedPipeline, load_pipeline
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
 
 PROMPT = "a red circle on a blue background, top left"

@@ -16,8 +16,8 @@ from ghostviewer.paths import default_runs_dir
 def _loaded(
     source: Any, device: str = "auto", dtype: str | None = None, allow_pickle: bool = False, config: Any = None
 ) -> Any:
-    from ghostviewer.engine.loading import load_pipeline
-    from ghostviewer.engine.rerun import wrap_pipeline
+    from ghostviewer.engine.loading.pipelines import load_pipeline
+    from ghostviewer.engine.loops.recorded import wrap_pipeline
 
     if isinstance(source, (str, Path)):
         return load_pipeline(source, device=device, dtype=dtype, allow_pickle=allow_pickle, config=config)
@@ -50,9 +50,9 @@ def run(
 ) -> dict[str, Any]:
     """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image).
     `guidance=None`: the pipeline family's usual guidance (7.5 for SD and the demo; recorded as used).
-    `memory_check=False` runs a size the memory estimate refuses (engine/settings.py)."""
-    from ghostviewer.engine.runner import execute_run
-    from ghostviewer.engine.settings import RunSettings, names
+    `memory_check=False` runs a size the memory estimate refuses (engine/run/settings.py)."""
+    from ghostviewer.engine.run.runner import execute_run
+    from ghostviewer.engine.run.settings import RunSettings, names
 
     loaded = _loaded(source, device, dtype, allow_pickle, config)
     settings = RunSettings(
@@ -91,7 +91,7 @@ def replay(
 
     `pipeline`: a DiffusionPipeline in memory (with whatever you patched into it) instead of the recorded source.
     """
-    from ghostviewer.engine.replay import replay_run
+    from ghostviewer.engine.loops.replay import replay_run
 
     return replay_run(run_dir, times, pipeline=pipeline, runs_dir=runs_dir, allow_pickle=allow_pickle,
                       on_progress=on_progress)
@@ -126,11 +126,11 @@ def bisect(
     `pipeline`: a DiffusionPipeline in memory (with whatever you patched into it) instead of the recorded source.
     """
     if settings is not None:
-        from ghostviewer.engine.settings_bisect import bisect_settings
+        from ghostviewer.engine.loops.bisect_settings import bisect_settings
 
         return bisect_settings(run_dir, settings, pipeline=pipeline, runs_dir=runs_dir, allow_pickle=allow_pickle,
                                on_progress=on_progress)
-    from ghostviewer.engine.bisect import bisect_run
+    from ghostviewer.engine.loops.bisect_blocks import bisect_run
 
     return bisect_run(run_dir, pipeline=pipeline, runs_dir=runs_dir, allow_pickle=allow_pickle,
                       on_progress=on_progress)
@@ -156,9 +156,9 @@ def sweep(
     `list_or_path`: a prompt list file (.txt/.csv/.jsonl/.json, streamed) or a list of prompts or dicts.
     `source` may be a DiffusionPipeline in memory. `resume`: a sweep study folder to finish. `ray`: "auto",
     "local" or a cluster address. Other keywords (guidance, negative, dtype, device, scheduler, config,
-    allow_pickle, trace_depth, tensors_every, fingerprints, cancel) go to `ghostviewer.engine.sweep.run_sweep`.
+    allow_pickle, trace_depth, tensors_every, fingerprints, cancel) go to `ghostviewer.engine.loops.sweep.run_sweep`.
     """
-    from ghostviewer.engine.sweep import run_sweep
+    from ghostviewer.engine.loops.sweep import run_sweep
 
     in_memory = not isinstance(source, (str, Path))
     return run_sweep(list_or_path, seeds, source="demo" if in_memory else str(source),
@@ -192,7 +192,7 @@ def baseline(
     "product" (every prompt with every seed) or "zip" (the i-th prompt with the i-th seed). A pipeline object in
     memory has no weight hashes to key a baseline by: load it from disk.
     """
-    from ghostviewer.engine.baseline import baseline_inputs, build_baseline
+    from ghostviewer.engine.loops.baseline_build import baseline_inputs, build_baseline
 
     loaded = _loaded(source, device, dtype, allow_pickle, config)
     texts, seed_list = baseline_inputs(loaded, prompts, seeds)
@@ -203,7 +203,7 @@ def baseline(
 
 def blocks(source: Any = "demo", *, allow_pickle: bool = False, config: str | Path | None = None) -> dict[str, Any]:
     """Every component's blocks: `{"blocks": [{"module", "kind", "bypassable"}, …]}`."""
-    from ghostviewer.engine.blocks import discover_blocks
+    from ghostviewer.engine.tracing.blocks import discover_blocks
 
     loaded = _loaded(source, device="cpu", allow_pickle=allow_pickle, config=config)
     return {"blocks": [block.to_json() for block in discover_blocks(loaded.pipe)]}
@@ -257,9 +257,9 @@ def _isolate_first_anomalies(
     import logging
 
     from ghostviewer.engine.errors import GhostError
-    from ghostviewer.engine.isolate import isolate_module
-    from ghostviewer.engine.loading import LoadedPipeline
-    from ghostviewer.engine.rerun import PipelineCache, fits_run, open_recorded
+    from ghostviewer.engine.isolation.isolate import isolate_module
+    from ghostviewer.engine.loading.pipelines import LoadedPipeline
+    from ghostviewer.engine.loops.recorded import PipelineCache, fits_run, open_recorded
     from ghostviewer.record import RecordError, RunRecord
 
     records = [RunRecord(run_dir) for run_dir in dirs]  # RecordError (one line) before any re-run
@@ -315,8 +315,8 @@ def isolate(
     """Save a module's real inputs, weights and config from a re-run of `run_dir`, with a standalone repro.py;
     `{"module", "class", "step", "out_dir", "inputs", "output", "rebuildable", "repro", …}`, plus `"fuzz"` (the
     table of varied inputs and which break it) when `fuzz`. `pipeline`: the object the run was made with."""
-    from ghostviewer.engine.fuzz import fuzz_module
-    from ghostviewer.engine.isolate import isolate_module
+    from ghostviewer.engine.isolation.fuzz import fuzz_module
+    from ghostviewer.engine.isolation.isolate import isolate_module
 
     result = isolate_module(run_dir, module, step, out, pipeline=pipeline, allow_pickle=allow_pickle)
     if fuzz:

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from ghostviewer.demo.baseline_prompts import baseline_prompts
-from ghostviewer.engine.baseline import build_baseline
-from ghostviewer.engine.loading import load_pipeline
+from ghostviewer.engine.loading.pipelines import load_pipeline
+from ghostviewer.engine.loops.baseline_build import build_baseline
 
 MAX_BYTES = 1 << 20
 

@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ghostviewer.cli_doctor import doctor  # noqa: E402
+from ghostviewer.cli.doctor import doctor  # noqa: E402
 from ghostviewer.record import RecordError, RunRecord  # noqa: E402
 
 

@@ -107,7 +107,7 @@ def welcome_shot(window, path: Path) -> None:  # noqa: ANN001
     """The welcome dialog where it opens over the window (composited: grab() draws one window at a time)."""
     from PySide6.QtGui import QPainter
 
-    from ghostviewer.gui.welcome import show_welcome
+    from ghostviewer.gui.dialogs.welcome import show_welcome
 
     dialog = show_welcome(window)
     dialog.move(window.geometry().center() - dialog.rect().center())

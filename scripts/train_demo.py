@@ -50,8 +50,8 @@ from tqdm import tqdm
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
 from ghostviewer.demo import shapes
-from ghostviewer.engine.demo import architecture
-from ghostviewer.engine.demo.tokenizer_files import write_tokenizer_files
+from ghostviewer.engine.loading.demo_model import architecture
+from ghostviewer.engine.loading.demo_model.tokenizer_files import write_tokenizer_files
 
 
 def parse_args() -> argparse.Namespace:

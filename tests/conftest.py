@@ -19,7 +19,7 @@ DEMO_DIR = Path(__file__).resolve().parents[1] / "resources" / "demo-pipeline"
 def demo_loaded():
     """The real demo pipeline (shared: tests must leave it as they found it — the runner guarantees that)."""
     assert (DEMO_DIR / "model_index.json").exists(), "resources/demo-pipeline is missing"
-    from ghostviewer.engine.loading import load_pipeline
+    from ghostviewer.engine.loading.pipelines import load_pipeline
 
     return load_pipeline("demo", device="cpu")
 

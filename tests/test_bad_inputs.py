@@ -141,7 +141,7 @@ def test_weights_left_on_the_meta_device_are_refused() -> None:
     import torch
 
     from ghostviewer.engine.errors import SourceError
-    from ghostviewer.engine.loading import check_weights_match
+    from ghostviewer.engine.loading.pipelines import check_weights_match
 
     with torch.device("meta"):
         model = torch.nn.Linear(2, 2)
@@ -210,9 +210,9 @@ def test_guidance_inf_is_never_a_ghost_through_the_api(corpus: dict[str, Path]) 
 
 
 def test_memory_check_can_be_turned_off(corpus: dict[str, Path]) -> None:
-    from ghostviewer.engine.loading import load_pipeline
-    from ghostviewer.engine.runner import prepare_settings
-    from ghostviewer.engine.settings import RunSettings
+    from ghostviewer.engine.loading.pipelines import load_pipeline
+    from ghostviewer.engine.run.runner import prepare_settings
+    from ghostviewer.engine.run.settings import RunSettings
 
     loaded = load_pipeline("demo", device="cpu")
     huge = RunSettings(prompt="x", width=8192, height=8192)
@@ -225,8 +225,8 @@ def test_memory_check_can_be_turned_off(corpus: dict[str, Path]) -> None:
 
 def test_the_memory_estimate_is_the_demo_measure_on_the_demo() -> None:
     from ghostviewer.analysis.settings_check import DEMO_BYTES_PER_ELEMENT, DenoiserShape, estimate_run_bytes
-    from ghostviewer.engine.loading import load_pipeline
-    from ghostviewer.engine.settings import denoiser_shape
+    from ghostviewer.engine.loading.pipelines import load_pipeline
+    from ghostviewer.engine.run.settings import denoiser_shape
 
     shape = denoiser_shape(load_pipeline("demo", device="cpu").pipe)
     assert shape == DenoiserShape()  # the calibration's own pipeline: factor 1

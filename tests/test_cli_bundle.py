@@ -119,8 +119,8 @@ def test_inspect_in_a_subprocess_imports_no_torch(runs_dir: Path, tmp_path: Path
 # -- export --with-inputs (issue 11 part 1): the first bad module's inputs in the bundle -----------------------
 @pytest.fixture(scope="module")
 def anomalous_runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from ghostviewer.engine.runner import execute_run
-    from ghostviewer.engine.settings import RunSettings
+    from ghostviewer.engine.run.runner import execute_run
+    from ghostviewer.engine.run.settings import RunSettings
 
     runs = tmp_path_factory.mktemp("cli-inputs")
     attention = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=0, steps=2,

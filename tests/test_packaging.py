@@ -70,7 +70,7 @@ def test_installer_writes_the_launcher_and_icons_then_removes_them(installer, tm
 def test_frozen_dispatch_routes_to_the_engine_server():
     from ghostviewer import cli
     from ghostviewer.engine import server
-    from ghostviewer.gui.engine_client import FROZEN_ENGINE_FLAG
+    from ghostviewer.gui.link.engine_client import FROZEN_ENGINE_FLAG
 
     assert FROZEN_ENGINE_FLAG == cli.ENGINE_SERVER_FLAG
     assert cli.entry_point([cli.ENGINE_SERVER_FLAG]) is server.main
@@ -78,7 +78,7 @@ def test_frozen_dispatch_routes_to_the_engine_server():
 
 
 def test_engine_client_uses_the_app_executable_when_frozen(qapp, monkeypatch):
-    from ghostviewer.gui.engine_client import ENGINE_MODULE, FROZEN_ENGINE_FLAG, EngineClient
+    from ghostviewer.gui.link.engine_client import ENGINE_MODULE, FROZEN_ENGINE_FLAG, EngineClient
 
     assert EngineClient().arguments == ["-m", ENGINE_MODULE]
     monkeypatch.setattr(sys, "frozen", True, raising=False)

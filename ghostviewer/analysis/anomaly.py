@@ -33,7 +33,7 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 class AnomalyDetector:
     """`baseline`: check drift too; `channel_means`: (phase, module) -> per-channel means of encode/decode outputs,
-    filled as the run goes (engine/channel_means.py), checked against the baseline's channel envelopes."""
+    filled as the run goes (engine/tracing/channel_means.py), checked against the baseline's channel envelopes."""
 
     def __init__(self, baseline: Baseline | None = None,
                  channel_means: Mapping[tuple[str, str], Sequence[float]] | None = None) -> None:

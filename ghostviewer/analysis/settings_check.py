@@ -1,5 +1,5 @@
 """The torch-free half of settings validation: value checks and the memory estimate, in plain arithmetic, so the
-GUI can pre-check a form and the engine (engine/settings.py) refuses the same values with the same words.
+GUI can pre-check a form and the engine (engine/run/settings.py) refuses the same values with the same words.
 
 Every message is one line naming the setting and the value given. Nothing here needs a pipeline: the checks
 against one (capture patterns, the device's memory) take what they need as plain numbers and names.

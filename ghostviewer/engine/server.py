@@ -125,10 +125,10 @@ class EngineSession:
             torch.set_num_interop_threads(1)
         except RuntimeError:
             pass  # already set by someone
-        import ghostviewer.engine.loading  # noqa: F401 - import everything now: 'ready' means ready
-        import ghostviewer.engine.runner  # noqa: F401
+        import ghostviewer.engine.loading.pipelines  # noqa: F401 - import everything now: 'ready' means ready
+        import ghostviewer.engine.run.runner  # noqa: F401
         from ghostviewer.engine.faults import list_faults
-        from ghostviewer.engine.schedulers import SCHEDULERS
+        from ghostviewer.engine.loading.schedulers import SCHEDULERS
 
         self.emit("ready", pid=os.getpid(), protocol=protocol, torch=torch.__version__, threads=threads,
                   schedulers=list(SCHEDULERS), faults=list_faults(),
@@ -156,8 +156,8 @@ class EngineSession:
         return self.loaded
 
     def _cmd_load(self, command: dict[str, Any], ident: Any) -> None:
-        from ghostviewer.engine.loading import load_pipeline
-        from ghostviewer.engine.schedulers import scheduler_name
+        from ghostviewer.engine.loading.pipelines import load_pipeline
+        from ghostviewer.engine.loading.schedulers import scheduler_name
 
         self.loaded = None  # a failed load leaves no half-loaded pipeline behind
         loaded = load_pipeline(str(command.get("source") or "demo"), command.get("device") or "auto",
@@ -171,15 +171,15 @@ class EngineSession:
                   weight_hashes=dict(loaded.weight_hashes))
 
     def _cmd_blocks(self, command: dict[str, Any], ident: Any) -> None:
-        from ghostviewer.engine.blocks import discover_blocks
+        from ghostviewer.engine.tracing.blocks import discover_blocks
 
         blocks = discover_blocks(self._require_pipeline().pipe)
         self.emit("blocks", id=ident, blocks=[block.to_json() for block in blocks])
 
     def _cmd_run(self, command: dict[str, Any], ident: Any) -> None:
         from ghostviewer.engine.errors import GhostError
-        from ghostviewer.engine.runner import CancelToken, RunFailed, execute_run
-        from ghostviewer.engine.settings import RunSettings
+        from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
+        from ghostviewer.engine.run.settings import RunSettings
         from ghostviewer.record import RecordError
 
         ended: list[str] = []
@@ -217,7 +217,7 @@ class EngineSession:
     def _cmd_sweep(self, command: dict[str, Any], ident: Any) -> None:
         """{"cmd": "sweep", "list": PATH | "items": [...], "seeds": "0-9", "settings": {...}, "runs_dir": DIR,
         "study_dir": DIR (resume)}: sweep_progress events, then sweep_finished or sweep_failed."""
-        from ghostviewer.engine.sweep import run_sweep
+        from ghostviewer.engine.loops.sweep import run_sweep
 
         with self._lock:
             self._token, self._run_id = _new_token(), ident
@@ -249,8 +249,8 @@ class EngineSession:
         """{"cmd": "bisect", "run_dir": DIR, "runs_dir": DIR (where the study goes)}: bisection by bypass.
         bisect_progress events ({"stage": bisect_started | trial_started | trial_step | trial | narrowed, ...}),
         then bisect_finished {"result": ...}; a run that cannot be bisected: error (one line)."""
-        from ghostviewer.engine.bisect import bisect_run
         from ghostviewer.engine.errors import GhostError
+        from ghostviewer.engine.loops.bisect_blocks import bisect_run
 
         if not command.get("run_dir"):
             raise GhostError("bisect needs a run_dir")
@@ -281,7 +281,7 @@ class EngineSession:
     def _cmd_isolate(self, command: dict[str, Any], ident: Any) -> None:
         """{"cmd": "isolate", "run_dir", "module", "step", "out", "fuzz"}: 'isolated' with api.isolate's dict."""
         from ghostviewer import api
-        from ghostviewer.engine.rerun import fits_run, open_recorded
+        from ghostviewer.engine.loops.recorded import fits_run, open_recorded
 
         run_dir = str(command["run_dir"])
         record, settings = open_recorded(run_dir)
@@ -316,7 +316,7 @@ class EngineSession:
 
 
 def _new_token() -> Any:
-    from ghostviewer.engine.runner import CancelToken
+    from ghostviewer.engine.run.runner import CancelToken
 
     return CancelToken()
 
@@ -328,8 +328,8 @@ def decode_step(loaded: Any, run_dir: Path, step: int, tensor: str = "latents") 
     import numpy as np
     import torch
 
-    from ghostviewer.engine.devices import DTYPES
     from ghostviewer.engine.errors import GhostError
+    from ghostviewer.engine.loading.devices import DTYPES
     from ghostviewer.record import RunRecord
     from ghostviewer.record.writer import annex_image
 

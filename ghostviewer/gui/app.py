@@ -13,10 +13,10 @@ from PySide6.QtWidgets import QApplication
 
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.app_state import build_state
-from ghostviewer.gui.engine_client import EngineClient
+from ghostviewer.gui.dialogs.welcome import welcome_once
+from ghostviewer.gui.link.engine_client import EngineClient
 from ghostviewer.gui.log_bridge import install_logging
 from ghostviewer.gui.main_window import MainWindow
-from ghostviewer.gui.welcome import welcome_once
 from ghostviewer.paths import log_dir
 
 

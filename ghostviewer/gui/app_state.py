@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from ghostviewer.gui import messages
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.controller import RunController
-from ghostviewer.gui.engine_client import EngineClient
-from ghostviewer.gui.error_reporter import ErrorReporter
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter
+from ghostviewer.gui.link.engine_client import EngineClient
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.pipeline_model import DEVICES, DTYPES, MAX_RECENT, PipelineModel

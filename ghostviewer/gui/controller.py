@@ -1,5 +1,5 @@
 """RunController: the facade the window and the path opener talk to. It composes the engine job scheduler
-(gui/job_scheduler.py: loads pipelines, runs queued jobs one at a time, ends every job) and one coordinator per
+(gui/link/job_scheduler.py: loads pipelines, runs queued jobs one at a time, ends every job) and one coordinator per
 long action (gui/coordinators/: runs, replays, bisections, opening studies), the A/B comparison (a replay that
 diverges opens it at the first divergence), and keeps what needs the engine and the shown run together:
 decoding a step and the shown run's first anomaly. No widget here; the main window wires widgets to it.
@@ -21,9 +21,9 @@ from ghostviewer.gui.coordinators.bisect_coordinator import BisectCoordinator
 from ghostviewer.gui.coordinators.replay_coordinator import ReplayCoordinator
 from ghostviewer.gui.coordinators.run_coordinator import RunCoordinator
 from ghostviewer.gui.coordinators.study_opener import StudyOpener
-from ghostviewer.gui.engine_client import EngineClient
-from ghostviewer.gui.error_reporter import ErrorReporter, one_line
-from ghostviewer.gui.job_scheduler import JobScheduler
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
+from ghostviewer.gui.link.engine_client import EngineClient
+from ghostviewer.gui.link.job_scheduler import JobScheduler
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.compare_model import CompareModel
 from ghostviewer.gui.models.history_model import HistoryModel, bundle_name, bundle_of

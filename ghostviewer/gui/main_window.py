@@ -19,13 +19,13 @@ from PySide6.QtWidgets import (
 )
 
 from ghostviewer.gui import messages
-from ghostviewer.gui.about_dialog import show_about
 from ghostviewer.gui.actions import build_menus, create_actions, gate_replay, navigation_actions, replay_menu
 from ghostviewer.gui.app_settings import LAYOUT_VERSION
 from ghostviewer.gui.app_state import AppState
-from ghostviewer.gui.bundle_export_dialog import show_export_dialog
-from ghostviewer.gui.isolate_action import IsolateAction
-from ghostviewer.gui.welcome import show_welcome
+from ghostviewer.gui.coordinators.isolate_action import IsolateAction
+from ghostviewer.gui.dialogs.about_dialog import show_about
+from ghostviewer.gui.dialogs.bundle_export_dialog import show_export_dialog
+from ghostviewer.gui.dialogs.welcome import show_welcome
 from ghostviewer.gui.widgets.attention_view import AttentionView
 from ghostviewer.gui.widgets.bisect_trail import build_bisect_trail
 from ghostviewer.gui.widgets.block_tree import BlockTree

@@ -11,8 +11,8 @@ from PySide6.QtCore import QObject
 from ghostviewer.gui import messages
 from ghostviewer.gui.controller import RunController
 from ghostviewer.gui.coordinators.run_coordinator import same_path
+from ghostviewer.gui.dialogs.error_reporter import one_line
 from ghostviewer.gui.drops import classify_path
-from ghostviewer.gui.error_reporter import one_line
 from ghostviewer.gui.models.queue_model import Job
 from ghostviewer.record import RecordError
 from ghostviewer.record.bundle import open_bundle

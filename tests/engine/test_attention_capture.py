@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from ghostviewer.analysis.projection import project_2d
-from ghostviewer.engine.blocks import resolve_module
 from ghostviewer.engine.faults.short_prompt_attention import ShortPromptAttention
 from ghostviewer.engine.interventions.attention_capture import (
     DENOISER_PATTERNS,
@@ -18,7 +17,8 @@ from ghostviewer.engine.interventions.attention_capture import (
     RecordingAttnProcessor,
 )
 from ghostviewer.engine.interventions.base import RunContext, applied
-from ghostviewer.engine.prompt_tokens import prompt_embeddings, prompt_tokens
+from ghostviewer.engine.tracing.blocks import resolve_module
+from ghostviewer.engine.tracing.prompt_tokens import prompt_embeddings, prompt_tokens
 
 PROMPT = "a red circle on a blue background"
 STEPS = 3

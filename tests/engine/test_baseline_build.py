@@ -10,11 +10,11 @@ import pytest
 from ghostviewer.analysis.baseline_file import load_baseline
 from ghostviewer.cli import main
 from ghostviewer.demo.baseline_prompts import baseline_prompts
-from ghostviewer.engine.baseline import build_baseline, find_baseline
 from ghostviewer.engine.errors import GhostError
-from ghostviewer.engine.rerun import wrap_pipeline
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.loops.baseline_build import build_baseline, find_baseline
+from ghostviewer.engine.loops.recorded import wrap_pipeline
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord, StudyRecord
 from tests.engine.tiny_pipelines import build_tiny_sd
 

@@ -18,13 +18,13 @@ from ghostviewer.analysis.bisect_plan import budget, choose_half, covered, insid
 from ghostviewer.analysis.ddmin import ddmin
 from ghostviewer.analysis.symptom import Symptom
 from ghostviewer.cli import main
-from ghostviewer.engine.bisect import bisect_run
-from ghostviewer.engine.blocks import resolve_module
 from ghostviewer.engine.errors import GhostError
-from ghostviewer.engine.loading import load_pipeline
-from ghostviewer.engine.patching import patch_run
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.loading.pipelines import load_pipeline
+from ghostviewer.engine.loops.bisect_blocks import bisect_run
+from ghostviewer.engine.loops.patch_run import patch_run
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
+from ghostviewer.engine.tracing.blocks import resolve_module
 from ghostviewer.record import RunRecord, StatRow, StudyRecord
 from tests.engine.test_runner import assert_no_leftovers
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ghostviewer.engine.blocks import resolve_module
-from ghostviewer.engine.runner import CancelToken, RunFailed, execute_run
+from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
+from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.server import decode_step
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.tracing.blocks import resolve_module
 from ghostviewer.record import RunRecord
 
 NAN_SEED = 17  # nan-latents poisons seeds ending in 7: first anomaly at pipeline.prepare_latents, step 0

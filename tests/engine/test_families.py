@@ -13,17 +13,17 @@ import torch
 
 from ghostviewer.analysis.compare import compare_runs
 from ghostviewer.cli import main
-from ghostviewer.engine.bisect import bisect_run
-from ghostviewer.engine.blocks import discover_blocks, pipeline_components, resolve_module
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.interventions.base import RunContext
 from ghostviewer.engine.interventions.bypass import Bypass, BypassConfig
-from ghostviewer.engine.loading import LoadedPipeline, load_pipeline
-from ghostviewer.engine.prompt_tokens import prompt_tokens
-from ghostviewer.engine.replay import replay_run
-from ghostviewer.engine.rerun import wrap_pipeline
-from ghostviewer.engine.runner import execute_run, prepare_settings
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.loading.pipelines import LoadedPipeline, load_pipeline
+from ghostviewer.engine.loops.bisect_blocks import bisect_run
+from ghostviewer.engine.loops.recorded import wrap_pipeline
+from ghostviewer.engine.loops.replay import replay_run
+from ghostviewer.engine.run.runner import execute_run, prepare_settings
+from ghostviewer.engine.run.settings import RunSettings
+from ghostviewer.engine.tracing.blocks import discover_blocks, pipeline_components, resolve_module
+from ghostviewer.engine.tracing.prompt_tokens import prompt_tokens
 from ghostviewer.record import RunRecord
 from tests.engine.tiny_families import FAMILIES, build_tiny, build_tiny_sd3, save_tiny
 
@@ -328,7 +328,7 @@ def test_bisection_is_not_fooled_by_a_label_every_run_shares(runs_dir: Path) -> 
 @pytest.fixture(scope="module")
 def flux_double_block_isolated(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, dict]:
     """An in-memory tiny Flux run, and its first double block isolated at step 0."""
-    from ghostviewer.engine.isolate import isolate_module
+    from ghostviewer.engine.isolation.isolate import isolate_module
 
     pipe, root = build_tiny("flux"), tmp_path_factory.mktemp("isolate-flux")
     result = execute_run(wrap_pipeline(pipe), RunSettings(prompt=PROMPT, steps=2, width=SIZE, height=SIZE,
@@ -397,7 +397,7 @@ def test_a_preset_made_for_another_family_is_refused_before_anything_is_recorded
 
 def test_a_sweep_refused_for_a_fault_that_does_not_fit_leaves_no_study(family_dir, runs_dir: Path) -> None:
     from ghostviewer.engine.errors import GhostError
-    from ghostviewer.engine.sweep import run_sweep
+    from ghostviewer.engine.loops.sweep import run_sweep
 
     with pytest.raises(GhostError, match="does not fit this pipeline"):
         run_sweep(["a red circle"], "0", source=str(family_dir("sd3")), faults=["scaled-block"], steps=2,
@@ -408,7 +408,7 @@ def test_a_sweep_refused_for_a_fault_that_does_not_fit_leaves_no_study(family_di
 @pytest.mark.parametrize("family", ["sdxl", "flux"])
 def test_a_sweep_uses_the_familys_usual_guidance_like_a_run(family: str, family_loaded, runs_dir: Path) -> None:
     """A sweep's runs are the runs `run` makes (it used 7.5 whatever the family: Flux at 3.5 drew other images)."""
-    from ghostviewer.engine.sweep import run_sweep
+    from ghostviewer.engine.loops.sweep import run_sweep
 
     loaded = family_loaded(family)
     result = run_sweep([PROMPT], "0", pipeline=loaded, steps=2, runs_dir=runs_dir)

@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from ghostviewer.engine.faults import FAULTS, list_faults
-from ghostviewer.engine.loading import load_pipeline
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.loading.pipelines import load_pipeline
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
 from tests.engine.test_runner import assert_no_leftovers
 

@@ -1,4 +1,4 @@
-"""The one-launch GPU statistics (engine/fused_stats.py) give the values of the torch functions: min, max, counts and
+"""The one-launch GPU statistics (engine/tracing/fused_stats.py) give the values of the torch functions: min, max, counts and
 fingerprint exactly, the sums to float32 precision. Runs on a CUDA device with Triton, or on the CPU under Triton's
 interpreter (TRITON_INTERPRET=1 set before the first import; Triton 3.6's interpreter then needs numpy < 2.4, or its
 `int(self.handle.data)` read as `int(self.handle.data.item())`); skipped elsewhere, as where the product runs
@@ -12,8 +12,8 @@ import os
 import pytest
 import torch
 
-from ghostviewer.engine import fused_stats
-from ghostviewer.engine.stats import IN_ROW, DeviceStats, fingerprint, hook_stats, tensor_stats
+from ghostviewer.engine.tracing import fused_stats
+from ghostviewer.engine.tracing.stats import IN_ROW, DeviceStats, fingerprint, hook_stats, tensor_stats
 from ghostviewer.record.types import wrap_fingerprint
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

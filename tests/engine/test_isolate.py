@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from ghostviewer.cli import main
-from ghostviewer.engine.fuzz import fuzz_module, seq_lengths
-from ghostviewer.engine.isolate import isolate_module
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.isolation.fuzz import fuzz_module, seq_lengths
+from ghostviewer.engine.isolation.isolate import isolate_module
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
 from tests.engine.test_runner import assert_no_leftovers
 

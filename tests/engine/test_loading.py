@@ -13,10 +13,11 @@ import torch
 from diffusers import StableDiffusionPipeline
 from safetensors.torch import save_file
 
-from ghostviewer.engine import devices, loading, weight_files
-from ghostviewer.engine.devices import resolve_device, resolve_dtype
 from ghostviewer.engine.errors import GhostError, PickleRefused, SourceError
-from ghostviewer.engine.loading import describe_source, load_pipeline
+from ghostviewer.engine.loading import devices, weight_files
+from ghostviewer.engine.loading import pipelines as loading
+from ghostviewer.engine.loading.devices import resolve_device, resolve_dtype
+from ghostviewer.engine.loading.pipelines import describe_source, load_pipeline
 from tests.engine.tiny_pipelines import save_tiny_sd_single_file, to_ldm_state_dict
 
 SNAPSHOT = "0123456789abcdef0123456789abcdef01234567"

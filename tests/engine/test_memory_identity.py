@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 
 from ghostviewer import api
-from ghostviewer.engine.blocks import resolve_module
-from ghostviewer.engine.rerun import wrap_pipeline
+from ghostviewer.engine.loops.recorded import wrap_pipeline
+from ghostviewer.engine.tracing.blocks import resolve_module
 from ghostviewer.record import RunRecord
 from tests.engine.tiny_pipelines import build_tiny_sd
 
@@ -72,7 +72,7 @@ def test_variant_files_inference_tensors_and_offloaded_weights(tmp_path: Path) -
     device are not compared, and the note says so — never an exception out of wrap_pipeline."""
     from diffusers import StableDiffusionPipeline
 
-    from ghostviewer.engine.loading import load_pipeline
+    from ghostviewer.engine.loading.pipelines import load_pipeline
     from tests.engine.tiny_pipelines import save_tiny_sd
 
     folder = save_tiny_sd(tmp_path / "sd")
@@ -93,7 +93,7 @@ def test_variant_files_inference_tensors_and_offloaded_weights(tmp_path: Path) -
 
 def test_a_loaded_pipeline_stands_in_for_a_run_only_in_the_dtypes_it_recorded(demo_loaded, runs_dir: Path) -> None:
     """Isolating or exporting a bfloat16 run with the float32 pipeline the engine holds captured float32 inputs."""
-    from ghostviewer.engine.rerun import fits_run, open_recorded
+    from ghostviewer.engine.loops.recorded import fits_run, open_recorded
 
     run = api.run("demo", PROMPT, seed=0, steps=2, dtype="bfloat16", device="cpu", runs_dir=runs_dir)
     record, settings = open_recorded(run["run_dir"])

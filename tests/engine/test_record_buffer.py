@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from ghostviewer.engine import record_buffer
-from ghostviewer.engine.blocks import iter_modules
-from ghostviewer.engine.runner import RunFailed, execute_run
-from ghostviewer.engine.settings import RunSettings
-from ghostviewer.engine.tracing import traced_modules
+from ghostviewer.engine.run import record_buffer
+from ghostviewer.engine.run.runner import RunFailed, execute_run
+from ghostviewer.engine.run.settings import RunSettings
+from ghostviewer.engine.tracing.blocks import iter_modules
+from ghostviewer.engine.tracing.tracer import traced_modules
 from ghostviewer.record import RunRecord, RunWriter
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ghostviewer.engine.blocks import pipeline_components
 from ghostviewer.engine.errors import GhostError
-from ghostviewer.engine.runner import CancelToken, RunFailed, execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
+from ghostviewer.engine.run.settings import RunSettings
+from ghostviewer.engine.tracing.blocks import pipeline_components
 from ghostviewer.record import RunRecord
 
 PROMPT = "a red circle on a blue background, top left"
@@ -203,7 +203,7 @@ def test_a_nan_from_a_module_between_blocks_is_named_there_at_block_depth(demo_l
                                                                           phase: str) -> None:
     """An activation or a decoder's first conv sits between blocks: traced at block depth too, a fault in it is named
     there, not at the healthy block that runs next (unet.conv_out, vae.decoder.mid_block.resnets.0)."""
-    from ghostviewer.engine.blocks import resolve_module
+    from ghostviewer.engine.tracing.blocks import resolve_module
 
     handle = resolve_module(demo_loaded.pipe, module).register_forward_hook(lambda _m, _a, out: out * float("nan"))
     try:
@@ -217,7 +217,7 @@ def test_a_nan_from_a_module_between_blocks_is_named_there_at_block_depth(demo_l
 def test_a_prompt_is_encoded_for_the_record_once_per_loaded_pipeline(demo_loaded, runs_dir: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Sweeps and replays run one prompt many times: its tokens and embeddings are recorded from the first run's."""
-    from ghostviewer.engine import runner
+    from ghostviewer.engine.run import runner
 
     calls: list[str] = []
     original = runner.prompt_embeddings

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ghostviewer.engine.faults import FAULTS
-from ghostviewer.engine.runner import execute_run
-from ghostviewer.engine.settings import RunSettings
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
 from tests.engine.test_runner import assert_no_leftovers
 

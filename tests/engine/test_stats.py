@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from ghostviewer.engine import stats as stats_module
-from ghostviewer.engine.stats import (
+from ghostviewer.engine.tracing import stats as stats_module
+from ghostviewer.engine.tracing.stats import (
     DeviceStats,
     device_stats,
     fingerprint,
@@ -37,7 +37,8 @@ def fast_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler here")
 def test_the_c_extension_is_built_where_a_compiler_is() -> None:
-    assert stats_module._f32_stats is not None, "pip install -e . should have built ghostviewer/engine/_fast_stats.c"
+    assert stats_module._f32_stats is not None, (
+        "pip install -e . should have built ghostviewer/engine/tracing/_fast_stats.c")
 
 
 @pytest.mark.skipif(stats_module._f32_stats is None, reason="the C extension is not built here")
@@ -153,7 +154,7 @@ def test_a_harvest_of_finished_and_raw_outputs_gives_each_its_finished_statistic
     """Finished tuples (the C pass), raw sums (half precision, a strided view, a NaN) and, on a GPU, the fused
     kernel's rows and torch's loose reductions (float64) in one step: each row as finish_stats makes of its own raw
     sums, in queue order (the GPU's sums as float32 allows: the fused kernel adds in float64)."""
-    from ghostviewer.engine.tracing import StepBatch, Tracer
+    from ghostviewer.engine.tracing.tracer import StepBatch, Tracer
 
     g = torch.Generator().manual_seed(5)
     outputs = [torch.randn(2, 8, 4, 4, generator=g), torch.randn(64, generator=g).half(),
@@ -203,7 +204,7 @@ def test_the_accelerators_path_gives_the_cpu_values_and_gathers_many_outputs_at_
 @pytest.mark.skipif(stats_module._f32_stats is None, reason="the C extension is not built here")
 def test_the_c_pass_gives_the_same_values_whatever_the_vector_width_the_cpu_allows() -> None:
     """8-float (AVX2) and 4-float vectors keep the same 32 lanes: a run's statistics do not depend on the CPU."""
-    from ghostviewer.engine import _fast_stats
+    from ghostviewer.engine.tracing import _fast_stats
 
     in_use = _fast_stats.vector_width(0)
     if _fast_stats.vector_width(8) != 8:

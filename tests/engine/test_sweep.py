@@ -10,9 +10,9 @@ import pytest
 from ghostviewer.analysis.sweep_stats import SweepStats
 from ghostviewer.cli import main as cli_main
 from ghostviewer.engine.errors import GhostError
-from ghostviewer.engine.runner import CancelToken, execute_run
-from ghostviewer.engine.settings import RunSettings
-from ghostviewer.engine.sweep import run_sweep
+from ghostviewer.engine.loops.sweep import run_sweep
+from ghostviewer.engine.run.runner import CancelToken, execute_run
+from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord, StudyRecord
 
 PROMPTS = ["a red circle on a blue background", "a green square on a white background",
@@ -72,7 +72,7 @@ def test_a_cancelled_sweep_resumes_and_skips_what_is_done(demo_loaded, runs_dir:
 
 def test_resume_refuses_settings_it_would_ignore(runs_dir: Path, capsys) -> None:
     from ghostviewer.cli import build_parser, main
-    from ghostviewer.cli_sweep import RECORDED_BY_THE_SWEEP
+    from ghostviewer.cli.sweep import RECORDED_BY_THE_SWEEP
 
     args = build_parser().parse_args(["sweep", "--resume", "STUDY"])
     assert {name: getattr(args, name) for name in RECORDED_BY_THE_SWEEP} == RECORDED_BY_THE_SWEEP  # the defaults
@@ -86,7 +86,7 @@ def test_sweep_recording_keeps_verdict_and_first_anomaly(demo_loaded, runs_dir: 
     fingerprints; statistics still go in at every step, so the judgement — loud, silent (drift against the
     baseline) or none — is that of a full run, and the two compare as the same run (by their statistics)."""
     from ghostviewer.analysis.compare import compare_runs
-    from ghostviewer.engine.sweep import SWEEP_TENSORS_EVERY, run_one
+    from ghostviewer.engine.loops.sweep import SWEEP_TENSORS_EVERY, run_one
 
     cases = (("red circle", "short-prompt-attention", 0, 6), (PROMPTS[1], "nan-latents", 17, 6),
              (PROMPTS[0], "scaled-block", 3, 20), (PROMPTS[0], None, 1, 6))

@@ -12,7 +12,7 @@ from diffusers.loaders.single_file_utils import DIFFUSERS_TO_LDM_MAPPING
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
-from ghostviewer.engine.demo.tokenizer_files import write_tokenizer_files
+from ghostviewer.engine.loading.demo_model.tokenizer_files import write_tokenizer_files
 
 TOKENIZER_WORDS = ["a", "red", "blue", "green", "circle", "square", "on", "background"]
 MAX_LENGTH = 77

@@ -40,7 +40,7 @@ def window(qtbot, gui_env: Path) -> Iterator:  # noqa: ANN001 - pytest-qt's fixt
 def fake_window(qtbot, gui_env: Path) -> Iterator:  # noqa: ANN001
     """A shown main window driving the torch-free stand-in engine (tests/gui/fake_engine.py), started."""
     from ghostviewer.gui.app import create_window
-    from ghostviewer.gui.engine_client import EngineClient
+    from ghostviewer.gui.link.engine_client import EngineClient
 
     engine = EngineClient(arguments=["-m", "tests.gui.fake_engine"])
     win = create_window(AppSettings(), dialogs=False, engine=engine)

@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Signal
 from ghostviewer.gui import messages
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.coordinators.bisect_coordinator import BisectCoordinator
-from ghostviewer.gui.error_reporter import ErrorReporter
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.timeline_model import TimelineModel

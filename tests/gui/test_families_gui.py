@@ -139,7 +139,7 @@ def test_a_recorded_run_of_each_family_is_shown(family: str, family_runs: dict[s
 def test_stand_in_previews_of_16_channel_and_packed_latents_are_pictures() -> None:
     """Without a recorded preview the GUI colours the latents itself: 16 channels (SD3, Flux), or Flux latents
     still packed as (tokens, 4·C) in an older record, give an (H, W, 3) picture; NaN is magenta."""
-    from ghostviewer.gui.step_data import channel_mosaic, channels_rgb
+    from ghostviewer.gui.data.step_data import channel_mosaic, channels_rgb
 
     rng = np.random.default_rng(0)
     latents = rng.standard_normal((16, 16, 16)).astype(np.float16)

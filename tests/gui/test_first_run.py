@@ -10,11 +10,11 @@ from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
 from ghostviewer.gui import messages
-from ghostviewer.gui.about_dialog import about_text
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.app_state import build_state
-from ghostviewer.gui.error_reporter import ErrorReporter
-from ghostviewer.gui.welcome import TOUR_GHOST, welcome_once
+from ghostviewer.gui.dialogs.about_dialog import about_text
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter
+from ghostviewer.gui.dialogs.welcome import TOUR_GHOST, welcome_once
 from tests.gui.fake_runs import MODULES, write_fake_run
 
 

@@ -8,7 +8,7 @@ import sys
 
 CODE = """
 import sys
-import ghostviewer.gui.app, ghostviewer.gui.main_window, ghostviewer.gui.engine_client
+import ghostviewer.gui.app, ghostviewer.gui.main_window, ghostviewer.gui.link.engine_client
 from ghostviewer.gui.app import application, create_window
 app = application()
 window = create_window(dialogs=False)

@@ -55,7 +55,7 @@ def test_a_bad_bundle_is_one_line_not_a_crash(window, gui_env: Path, tmp_path: P
 
 
 def test_export_bug_report_action(window, gui_env: Path, tmp_path: Path) -> None:  # noqa: ANN001
-    from ghostviewer.gui.bundle_export_dialog import BundleExportDialog
+    from ghostviewer.gui.dialogs.bundle_export_dialog import BundleExportDialog
 
     window.actions.export_bundle.trigger()  # no run shown: a message, no dialog
     assert window.findChild(BundleExportDialog) is None
@@ -81,7 +81,7 @@ def live(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: A
 
 @needs_demo
 def test_export_with_the_first_bad_modules_inputs(live, qtbot, tmp_path: Path) -> None:  # noqa: ANN001
-    from ghostviewer.gui.bundle_export_dialog import BundleExportDialog
+    from ghostviewer.gui.dialogs.bundle_export_dialog import BundleExportDialog
 
     state = live.state
     job = run_job(qtbot, live, prompt="red circle", seed=0, seed_locked=True, steps=2,

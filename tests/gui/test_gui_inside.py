@@ -10,8 +10,8 @@ import pytest
 from PySide6.QtCore import QPointF, Qt
 
 from ghostviewer.analysis.stat_grid import array_summary, display_values, grid_values, stat_grid
-from ghostviewer.gui.attention_data import aggregate
-from ghostviewer.gui.feature_maps import channel_grid, channel_stats
+from ghostviewer.gui.data.attention_data import aggregate
+from ghostviewer.gui.data.feature_maps import channel_grid, channel_stats
 from ghostviewer.gui.models.block_model import BlockModel, parse_range
 from ghostviewer.gui.widgets.block_tree import CAPTURE, NAME, STEPS
 from tests.gui.fake_runs import MODULES, write_fake_run

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from ghostviewer.analysis.seeds import MAX_SEED
 from ghostviewer.gui import messages
-from ghostviewer.gui.error_reporter import ErrorReporter
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter
 from tests.gui.fake_runs import write_fake_run
 
 WAIT_MS = 20000

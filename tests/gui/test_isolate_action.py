@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtGui import QColor
 
-from ghostviewer.gui.isolate_action import BROKEN
+from ghostviewer.gui.coordinators.isolate_action import BROKEN
 from tests.gui.fake_runs import write_fake_run
 
 

@@ -65,7 +65,7 @@ def test_queue_rows_say_replay_k_of_n_seed_ghost_dtype_and_counts(qtbot, window,
 # -- 2. the history's context menu and bundle rows -----------------------------------------------------------------
 def test_history_menu_compares_replays_bisects_exports_and_lists_bundles(window, gui_env: Path, tmp_path: Path,
                                                                         qtbot) -> None:  # noqa: ANN001
-    from ghostviewer.gui.bundle_export_dialog import BundleExportDialog
+    from ghostviewer.gui.dialogs.bundle_export_dialog import BundleExportDialog
 
     state, panel = window.state, window.history_panel
     good = str(write_fake_run(gui_env, steps=3, seed=1, run_id="good"))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from ghostviewer.gui.attention_data import aggregate
+from ghostviewer.gui.data.attention_data import aggregate
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel

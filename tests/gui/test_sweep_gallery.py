@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtTest import QTest
 
 from ghostviewer.gui.coordinators.sweep_coordinator import SweepCoordinator
-from ghostviewer.gui.error_reporter import ErrorReporter
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter
 from ghostviewer.gui.models.sweep_model import ANOMALY, FAILED, RUN_DIR, VERDICT, SweepModel
 from ghostviewer.gui.widgets.sweep_gallery import SweepGallery
 from ghostviewer.record import StudyRecord

@@ -37,8 +37,8 @@ PYTHON = sys.executable
 # -- real runs of the demo pipeline ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def real_runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from ghostviewer.engine.runner import execute_run
-    from ghostviewer.engine.settings import RunSettings
+    from ghostviewer.engine.run.runner import execute_run
+    from ghostviewer.engine.run.settings import RunSettings
 
     runs = tmp_path_factory.mktemp("bundle-runs")
     nan = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=17, steps=4, faults=("nan-latents",)), runs)
@@ -418,8 +418,8 @@ ATTENTION = "unet.down_blocks.1.attentions.0"  # where short-prompt-attention st
 
 @pytest.fixture(scope="module")
 def attention_run(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ghostviewer.engine.runner import execute_run
-    from ghostviewer.engine.settings import RunSettings
+    from ghostviewer.engine.run.runner import execute_run
+    from ghostviewer.engine.run.settings import RunSettings
 
     runs = tmp_path_factory.mktemp("bundle-attention")
     result = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=0, steps=2,

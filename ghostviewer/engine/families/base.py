@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ghostviewer.engine.stats import first_tensor
+from ghostviewer.engine.tracing.stats import first_tensor
 
 RGB = tuple[float, float, float]
 

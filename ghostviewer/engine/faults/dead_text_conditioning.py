@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from ghostviewer.engine.blocks import resolve_module
 from ghostviewer.engine.interventions.base import RunContext
+from ghostviewer.engine.tracing.blocks import resolve_module
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ghostviewer.engine.blocks import resolve_module
 from ghostviewer.engine.interventions.base import RunContext
+from ghostviewer.engine.tracing.blocks import resolve_module
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ import torch
 from diffusers.models import attention_processor as ap
 from torch import nn
 
-from ghostviewer.engine.blocks import pipeline_components
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.families.base import FamilyAdapter
 from ghostviewer.engine.interventions.base import RunContext
+from ghostviewer.engine.tracing.blocks import pipeline_components
 
 DENOISER_PATTERNS = ("unet.*", "transformer.*", "prior.*")
 

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ghostviewer.engine.blocks import pipeline_components
 from ghostviewer.engine.interventions.base import RunContext
+from ghostviewer.engine.tracing.blocks import pipeline_components
 
 # Modules called directly by pipelines (not only through the component's forward).
 _ENTRANCES = {"vae": ("post_quant_conv", "decoder", "encoder", "quant_conv")}

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from ghostviewer.engine.blocks import resolve_module
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.interventions.base import RunContext
 from ghostviewer.engine.isolation.outputs import main_tensor
+from ghostviewer.engine.tracing.blocks import resolve_module
 
 
 @dataclass(frozen=True)

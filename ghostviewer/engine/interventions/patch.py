@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ghostviewer.engine.blocks import resolve_module
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.interventions.base import RunContext
 from ghostviewer.engine.interventions.bypass import _replace_main_output
+from ghostviewer.engine.tracing.blocks import resolve_module
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ghostviewer.engine.families import ADAPTERS, FamilyAdapter
-from ghostviewer.engine.stats import first_tensor
+from ghostviewer.engine.tracing.stats import first_tensor
 
 
 def stream_adapter(module: nn.Module | None) -> FamilyAdapter | None:

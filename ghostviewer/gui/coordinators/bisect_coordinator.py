@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.analysis.symptom import Symptom
 from ghostviewer.gui import messages
-from ghostviewer.gui.error_reporter import ErrorReporter, one_line
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.timeline_model import TimelineModel

@@ -12,8 +12,8 @@ from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.analysis.compare import compare_runs, describe_divergence
 from ghostviewer.gui import messages
-from ghostviewer.gui.error_reporter import ErrorReporter, one_line
-from ghostviewer.gui.job_scheduler import JobScheduler
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
+from ghostviewer.gui.link.job_scheduler import JobScheduler
 from ghostviewer.gui.models.queue_model import Job
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.record import RecordError, RunRecord

@@ -13,8 +13,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ghostviewer.analysis.prompt_lists import PromptListError, read_prompt_list
 from ghostviewer.analysis.summary import run_end_lines
 from ghostviewer.gui import messages
-from ghostviewer.gui.error_reporter import ErrorReporter, one_line
-from ghostviewer.gui.job_scheduler import JobScheduler
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
+from ghostviewer.gui.link.job_scheduler import JobScheduler
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.pipeline_model import PipelineModel

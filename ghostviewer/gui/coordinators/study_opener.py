@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.gui import messages
 from ghostviewer.gui.coordinators.bisect_coordinator import BisectCoordinator
-from ghostviewer.gui.error_reporter import ErrorReporter, one_line
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.models.compare_model import CompareModel
 from ghostviewer.record import RecordError, StudyRecord
 from ghostviewer.record.study_reader import StudyRun

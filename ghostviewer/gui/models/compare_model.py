@@ -19,10 +19,10 @@ from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, SignalIn
 
 from ghostviewer.analysis.compare import Column, comparable_stats, compare_records, delta_grid
 from ghostviewer.gui import messages
+from ghostviewer.gui.data.step_data import StepData, read_rgb
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.step_data import StepData, read_rgb
 from ghostviewer.record import RecordError, RunRecord
 
 log = logging.getLogger("ghostviewer.gui")

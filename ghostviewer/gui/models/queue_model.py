@@ -1,5 +1,5 @@
 """The run queue: jobs waiting, running and ended, with their progress and how they ended. The job scheduler
-(gui/job_scheduler.py) moves them along; every job ends done, failed or cancelled."""
+(gui/link/job_scheduler.py) moves them along; every job ends done, failed or cancelled."""
 
 from __future__ import annotations
 

@@ -22,9 +22,9 @@ import numpy as np
 from PySide6.QtCore import QEvent, QObject, QRunnable, Qt, QThreadPool, QTimer, Signal, SignalInstance
 from PySide6.QtWidgets import QDockWidget, QWidget
 
-from ghostviewer.gui.attention_data import AttentionRun, read_attention
+from ghostviewer.gui.data.attention_data import AttentionRun, read_attention
+from ghostviewer.gui.data.step_data import NO_STEP, StepData, StepKey, load_step_data
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.step_data import NO_STEP, StepData, StepKey, load_step_data
 from ghostviewer.record import RunRecord
 
 log = logging.getLogger("ghostviewer.gui")

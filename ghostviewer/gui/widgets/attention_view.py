@@ -11,7 +11,7 @@ from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from ghostviewer.analysis.stat_grid import array_summary
-from ghostviewer.gui.attention_data import (
+from ghostviewer.gui.data.attention_data import (
     MAX_TOKENS,
     aggregate,
     attention_layers,
@@ -20,11 +20,11 @@ from ghostviewer.gui.attention_data import (
     prompt_tokens,
     tile_label,
 )
-from ghostviewer.gui.feature_maps import ChannelGrid, channel_grid
+from ghostviewer.gui.data.feature_maps import ChannelGrid, channel_grid
+from ghostviewer.gui.data.step_data import StepData
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.step_data import StepData
 from ghostviewer.gui.widgets.image_pane import image_canvas
 
 ALL_LAYERS = "all layers (mean)"

@@ -17,7 +17,7 @@ from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from ghostviewer.analysis.projection import available_methods, project_2d
-from ghostviewer.gui.attention_data import prompt_tokens, tile_label
+from ghostviewer.gui.data.attention_data import prompt_tokens, tile_label
 from ghostviewer.gui.models.step_data_model import DrawWhenShown
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import BACKGROUND

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBox
 
 from ghostviewer.analysis.stat_grid import array_summary, fmt
 from ghostviewer.gui import messages
-from ghostviewer.gui.feature_maps import (
+from ghostviewer.gui.data.feature_maps import (
     FM_PREFIX,
     ChannelGrid,
     captured_modules,
@@ -20,10 +20,10 @@ from ghostviewer.gui.feature_maps import (
     channel_stats,
     histogram,
 )
+from ghostviewer.gui.data.step_data import StepData
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.step_data import StepData
 from ghostviewer.gui.widgets.image_pane import image_canvas
 
 COLORMAPS = ("viridis", "inferno", "CET-D1", "CET-L1")

@@ -13,10 +13,10 @@ from PySide6.QtCore import QThreadPool, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QWidget
 
 from ghostviewer.gui import messages
-from ghostviewer.gui.error_reporter import one_line
+from ghostviewer.gui.data.step_data import NO_STEP, NON_FINITE_RGBA, StepData, channel_mosaic, read_rgb
+from ghostviewer.gui.dialogs.error_reporter import one_line
 from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.step_data import NO_STEP, NON_FINITE_RGBA, StepData, channel_mosaic, read_rgb
 from ghostviewer.gui.widgets.image_pane import ImagePane
 from ghostviewer.record import RecordError, RunRecord
 

@@ -1,0 +1,100 @@
+"""Re-running recorded runs in one process: the recorded settings, the pipeline they were made with (loaded
+once per source, device and dtype), or a pipeline object the user already has in memory.
+
+Loops that re-run — replay, bisection, settings bisection, sweeps — go through here, so a pipeline is loaded
+once per loop and not once per run (a CLI run spends seconds importing and loading before its first step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.loading.memory_identity import memory_weight_hashes
+from ghostviewer.engine.loading.pipelines import LoadedPipeline, component_dtypes, load_pipeline
+from ghostviewer.engine.run.settings import RunSettings, validate
+from ghostviewer.record import RecordError, RunRecord
+
+
+def wrap_pipeline(pipe: Any) -> LoadedPipeline:
+    """A DiffusionPipeline already in memory (with whatever the user patched into it), as the runner takes it."""
+    if not isinstance(getattr(pipe, "components", None), dict):
+        raise GhostError(f"a pipeline is 'demo', a folder, a checkpoint file, a cached hub id or a diffusers pipeline "
+                         f"object, not {type(pipe).__name__} {pipe!r:.60}")
+    device_of = getattr(pipe, "device", None)
+    hashes, note = memory_weight_hashes(pipe)  # its folder's, when its weights are still exactly those
+    return LoadedPipeline(
+        pipe=pipe,
+        source=f"<in-memory {type(pipe).__name__}>",
+        source_kind="memory",
+        device=str(device_of or "cpu"),
+        dtypes=component_dtypes(pipe),
+        weight_hashes=hashes,
+        identity_note=note,
+    )
+
+
+def fits_run(loaded: Any, record: RunRecord, settings: RunSettings) -> bool:
+    """A pipeline already loaded can stand in for a recorded run's: the same source, each component in the dtype
+    the run recorded (a float32 pipeline does not re-run a bfloat16 run: it is loaded again, as recorded)."""
+    if not isinstance(loaded, LoadedPipeline) or loaded.source != settings.source:
+        return False
+    components = (record.environment.get("pipeline") or {}).get("components") or {}
+    recorded = {name: c.get("dtype") for name, c in components.items() if isinstance(c, dict) and c.get("dtype")}
+    return all(loaded.dtypes.get(name) == dtype for name, dtype in recorded.items())
+
+
+def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSettings]:
+    """The record and the settings it was made with; GhostError (a usage error) when it is not a run."""
+    try:
+        record = RunRecord(run_dir)
+        settings = RunSettings.from_dict(dict(record.settings))
+    except RecordError as exc:
+        raise GhostError(str(exc)) from None
+    except TypeError as exc:
+        raise GhostError(f"run {run_dir} holds settings this GhostViewer cannot read: {exc}") from None
+    if record.status in ("running", "interrupted"):
+        raise GhostError(f"run {Path(run_dir).name} has not finished (still running, or killed): nothing to re-run")
+    _check_rerunnable(Path(run_dir).name, record.settings, settings)
+    return record, settings
+
+
+def _check_rerunnable(name: str, recorded: Any, settings: RunSettings) -> None:
+    """A re-run must be the recorded run: a null seed, steps or guidance (older records) would silently take
+    today's default instead, and a value the engine now refuses would fail mid-loop. One line either way."""
+    for key in ("seed", "steps", "guidance"):
+        if recorded.get(key) is None:
+            raise GhostError(f"run {name} records no {key} (made by an older GhostViewer?): it cannot be re-run "
+                             f"as it was; start a new run with --{key} instead")
+    try:
+        validate(settings)
+    except GhostError as exc:
+        raise GhostError(f"run {name} records settings that cannot run again: {exc}") from None
+
+
+@dataclass
+class PipelineCache:
+    """Pipelines loaded for a loop, keyed by (source, device, dtype); `pipeline` overrides every load."""
+
+    pipeline: Any = None  # an in-memory pipeline object: used as it is, never reloaded
+    allow_pickle: bool = False
+    _loaded: dict[tuple[str, ...], LoadedPipeline] = field(default_factory=dict)
+
+    def get(self, settings: RunSettings) -> LoadedPipeline:
+        if self.pipeline is not None:
+            if not self._loaded:
+                self._loaded[("memory", "", "")] = wrap_pipeline(self.pipeline)
+            return next(iter(self._loaded.values()))
+        if settings.source.startswith("<in-memory"):
+            raise GhostError(
+                "this run was made with a pipeline object in memory: pass the same object as pipeline= to re-run it"
+            )
+        key = (settings.source, settings.device or "auto", settings.dtype or "", settings.config or "")
+        if key not in self._loaded:
+            self._loaded[key] = load_pipeline(
+                settings.source, settings.device or "auto", settings.dtype or None, self.allow_pickle,
+                config=settings.config,
+            )
+        return self._loaded[key]

@@ -1,0 +1,93 @@
+"""The runs a sweep makes: every prompt of a list × every seed of a spec, planned lazily (no torch here).
+
+An entry of the list that names its own `seed` runs with that seed only; its `negative`, `steps` and `guidance`
+override the sweep's. A run's key in the sweep study is its prompt, seed and overrides: what resume skips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ghostviewer.analysis.prompt_lists import PromptListError, iter_prompt_list
+from ghostviewer.analysis.seeds import SeedSpecError, parse_seeds
+from ghostviewer.analysis.settings_check import SettingsError, check_values
+from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.run.settings import RunSettings
+
+OVERRIDES = {"negative": "negative_prompt", "steps": "steps", "guidance": "guidance"}
+Items = str | Path | Iterable[dict[str, Any] | str]
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    prompt: str
+    seed: int
+    overrides: dict[str, Any] = field(default_factory=dict)  # RunSettings field -> value
+
+    def key(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "seed": self.seed, **self.overrides}
+
+    def settings(self, base: RunSettings) -> RunSettings:
+        return replace(base, prompt=self.prompt, seed=self.seed, **self.overrides)
+
+
+def parse_seed_spec(seeds: str | int | Iterable[int]) -> list[int]:
+    """A seed spec (`0-9,42`), one seed, or seeds; GhostError (one line) when it cannot be read."""
+    try:
+        if isinstance(seeds, (str, int)):
+            return parse_seeds(seeds)
+        return parse_seeds(",".join(str(int(s)) for s in seeds))
+    except (SeedSpecError, TypeError, ValueError) as exc:
+        raise GhostError(f"--seeds: {exc}") from None
+
+
+def iter_items(items: Items) -> Iterator[dict[str, Any]]:
+    """Entries of a prompt list file (streamed) or of an in-memory list of dicts or strings."""
+    if isinstance(items, (str, Path)):
+        yield from iter_prompt_list(items)
+        return
+    for index, item in enumerate(items, start=1):
+        entry = {"prompt": item} if isinstance(item, str) else item
+        if not isinstance(entry, dict) or not isinstance(entry.get("prompt"), str):
+            raise PromptListError(f"prompt {index}: each entry needs a 'prompt'")
+        yield entry
+
+
+def plan_jobs(items: Items, seeds: list[int]) -> Iterator[SweepJob]:
+    """Prompts × seeds, in list order, seed by seed within a prompt; lazily."""
+    for entry in iter_items(items):
+        overrides = {OVERRIDES[k]: v for k, v in entry.items() if k in OVERRIDES}
+        own = entry.get("seed")
+        for seed in [int(own)] if own is not None else seeds:
+            yield SweepJob(str(entry["prompt"]), seed, overrides)
+
+
+def count_jobs(items: Items, seeds: list[int]) -> int:
+    """How many runs the sweep makes; reads (and checks) the whole list first, streamed, so a malformed list
+    is refused before anything runs. PromptListError becomes a one-line GhostError."""
+    where = Path(items).name if isinstance(items, (str, Path)) else "prompt list"
+    total = 0
+    try:
+        for index, entry in enumerate(iter_items(items), start=1):
+            try:  # an entry's own values (a NaN guidance) are refused now, not when its run starts
+                check_values({OVERRIDES.get(key, key): value for key, value in entry.items()
+                              if key in OVERRIDES or key in ("prompt", "seed")})
+            except SettingsError as exc:
+                raise GhostError(f"{where} entry {index}: {exc}") from None
+            total += 1 if entry.get("seed") is not None else len(seeds)
+    except PromptListError as exc:
+        raise GhostError(str(exc)) from None
+    if total == 0:  # a sweep of nothing would read "failure rate 0 % (0/0)" and pass in CI
+        raise GhostError(f"{where} holds no prompts (only blank lines or # comments): nothing to sweep")
+    return total
+
+
+def jobs_or_error(items: Items, seeds: list[int]) -> Iterator[SweepJob]:
+    """plan_jobs, with a list that changed on disk since it was counted reported as a GhostError."""
+    try:
+        yield from plan_jobs(items, seeds)
+    except PromptListError as exc:
+        raise GhostError(str(exc)) from None

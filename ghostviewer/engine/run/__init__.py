@@ -1,0 +1,1 @@
+"""One traced, recorded, judged run: the runner, its settings, its record buffer, its judge."""

@@ -1,0 +1,1 @@
+"""The tracer and what it records: hooks, statistics (C, numpy, Triton), previews, memory, blocks."""

@@ -1,0 +1,277 @@
+"""The tracer: forward hooks that record per-module statistics and feature maps, phase by phase, step by step.
+
+Hooks queue finished statistics (CPU, the C pass) or device-side results; `flush()` gathers a whole step's worth to
+the host in a few small transfers, whatever the number of outputs.
+`take()` + `harvest()` split it in two: the runner takes a step's queue at the step's end (a list swap) and turns
+it into columns of statistics (StatColumns) when the record's next batch is written (record_buffer.py).
+Hooks are attached inside a context manager and removed in `finally`, so a failed run never leaves one behind.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ghostviewer.engine.families import adapter_for
+from ghostviewer.engine.families.base import token_grid
+from ghostviewer.engine.tracing.blocks import Depth, iter_modules, phase_of, pipeline_components
+from ghostviewer.engine.tracing.stats import IN_ROW, DeviceStats, finish_columns, first_tensor, hook_stats
+from ghostviewer.record import StatColumns, StatRow
+from ghostviewer.record.types import wrap_fingerprint
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    depth: Depth = "block"
+    capture: tuple[str, ...] = ()  # glob patterns of module paths whose outputs are kept as feature maps
+    capture_size: int = 32  # spatial side of a captured map, after average pooling
+    capture_channels: int = 64
+    fingerprints: bool = True  # False (sweeps): statistics only, no bit-pattern fingerprint per output
+
+
+# One queued output: (path, phase, step, call, seq, shape, dtype, stats, fingerprint), stats finished (a tuple of
+# STAT_FIELDS) or raw sums (a list, or a DeviceStats still on the device; stats.hook_stats). A tuple, not a dataclass:
+# hooks run hundreds of times per step and this is their only allocation.
+_Pending = tuple[str, str, "int | None", int, int, tuple[int, ...], str,
+                 "tuple[float, float, float, float, float, int, int] | DeviceStats | list[float]",
+                 "torch.Tensor | int | None"]
+STAT_FIELDS = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count")
+
+
+@dataclass
+class StepBatch:
+    """What the hooks queued since the last take: raw stats (still on the device) and feature maps."""
+
+    pending: list[_Pending] = field(default_factory=list)
+    feature_maps: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class StepHarvest:
+    columns: StatColumns = field(default_factory=StatColumns)
+    feature_maps: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> list[StatRow]:
+        return self.columns.rows()
+
+
+def downsample_feature_map(
+    t: torch.Tensor, size: int, channels: int, grid: tuple[int, int] | None = None
+) -> np.ndarray | None:
+    """A small float16 host copy of a module output: (C, H, W) for images, (tokens, dim) for sequences.
+    A token sequence that covers the latent grid (`grid`: (h, w), h·w tokens) becomes a picture (dim, h, w).
+
+    The last batch item is kept: with classifier-free guidance it is the prompt-conditioned half.
+    """
+    x = t.detach()[-1]
+    if x.ndim == 2 and grid is not None and grid[0] * grid[1] == x.shape[0]:
+        x = x.T.reshape(x.shape[1], *grid)
+    if x.ndim == 3:
+        x = x[:channels].float()
+        if max(x.shape[-2:]) > size:
+            x = F.adaptive_avg_pool2d(x, (min(size, x.shape[-2]), min(size, x.shape[-1])))
+    elif x.ndim == 2:
+        x = x[:256, :256].float()
+    else:
+        return None
+    return x.to(torch.float16).cpu().numpy()
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+_MODULES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, list[tuple[str, nn.Module]]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def traced_modules(pipe: object, depth: Depth = "block") -> list[tuple[str, nn.Module]]:
+    """`iter_modules(pipe, depth)`, cached per pipeline: walking and classifying the tree costs ~3 ms a run,
+    checking that it is still made of the same module objects ~0.3 ms (a LoRA or a swapped component is seen)."""
+    signature = _tree_signature(pipe)
+    try:
+        cached = _MODULES.setdefault(pipe, {})
+    except TypeError:  # not weak-referenceable or not hashable: no cache
+        return list(iter_modules(pipe, depth))
+    hit = cached.get(depth)
+    if hit is None or hit[0] != signature:
+        hit = cached[depth] = (signature, list(iter_modules(pipe, depth)))
+    return list(hit[1])
+
+
+def _tree_signature(pipe: object) -> int:
+    """The identity of every module object in the pipeline, walked through `_modules` directly (a third of the
+    cost of `modules()`, whose generators dominate on a tree of hundreds of small modules)."""
+    ids: list[int] = []
+    stack = list(pipeline_components(pipe).values())
+    while stack:
+        module = stack.pop()
+        ids.append(id(module))
+        stack.extend(child for child in module._modules.values() if child is not None)
+    return hash(tuple(ids))
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
+class Tracer:
+    def __init__(self, pipe: object, config: TraceConfig | None = None) -> None:
+        self.config = config or TraceConfig()
+        self._fingerprints = self.config.fingerprints
+        self.modules: list[tuple[str, nn.Module]] = traced_modules(pipe, self.config.depth)
+        self.step: int | None = None
+        self._pending: list[_Pending] = []
+        self._maps: dict[str, np.ndarray] = {}
+        self._calls: dict[tuple[str, int | None], int] = {}
+        self._seq = 0
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._phases: dict[str, str] = {}
+        self._capture_cache: dict[str, bool] = {}
+        self.muted: list[Any] = []  # bypass specs (module, active_at): outputs inside them are not recorded
+        self.adapter = adapter_for(pipe)
+        self.latent_hw: tuple[int, int] | None = None  # the run's latent grid: token sequences are laid over it
+        # Checked at every traced output: the runner writes its record's pending batch when one is due even in the
+        # middle of long work (a slow step, the VAE decode), so a crash there loses only the last 0.1 s of steps.
+        self.deadline: float | None = None  # time.perf_counter() value
+        self.on_deadline: Callable[[], None] = lambda: None
+
+    @property
+    def attached(self) -> bool:
+        return bool(self._handles)
+
+    def wants_capture(self, path: str) -> bool:
+        return any(fnmatch.fnmatchcase(path, pattern) for pattern in self.config.capture)
+
+    # Per-path answers are cached: hooks run hundreds of times per step.
+    def _phase_of(self, path: str) -> str:
+        if path not in self._phases:
+            self._phases[path] = phase_of(path)
+        return self._phases[path]
+
+    def _captured(self, path: str) -> bool:
+        if path not in self._capture_cache:
+            self._capture_cache[path] = self.wants_capture(path)
+        return self._capture_cache[path]
+
+    def record(self, path: str, tensor: torch.Tensor, phase: str | None = None, capture: bool = True) -> None:
+        """Queue the stats of one tensor: a module output, or a pipeline-level tensor such as the initial latents."""
+        self._record(path, phase or self._phase_of(path), tensor, capture and self._captured(path))
+
+    def _record(self, path: str, phase: str, tensor: torch.Tensor, captured: bool) -> None:
+        """record() with the path's phase and capture decided (the hooks decide them once, when made)."""
+        step = (self.step or 0) if phase == "denoise" else None
+        if self.muted and self._inside_bypass(path, step):
+            return
+        key = (path, step)
+        call = self._calls.get(key, 0)
+        self._calls[key] = call + 1
+        self._pending.append((path, phase, step, call, self._seq, tuple(tensor.shape), _dtype_name(tensor.dtype),
+                              *hook_stats(tensor, self._fingerprints)))
+        self._seq += 1
+        if captured:
+            grid = token_grid(tensor.shape[1], self.latent_hw) if tensor.ndim == 3 and phase == "denoise" else None
+            fmap = downsample_feature_map(tensor, self.config.capture_size, self.config.capture_channels, grid)
+            if fmap is not None:
+                key = path if call == 0 else f"{path}#{call}"
+                self._maps[key] = fmap
+        if self.deadline is not None and self.deadline <= time.perf_counter():
+            self.deadline = None
+            self.on_deadline()
+
+    def _inside_bypass(self, path: str, step: int | None) -> bool:
+        return any(path.startswith(spec.module + ".") and spec.active_at(step) for spec in self.muted)
+
+    def _hook_for(self, path: str, module: nn.Module):
+        if self.adapter.is_dual_stream(module):
+            return self._dual_stream_hook(path)
+
+        phase, captured, record = self._phase_of(path), self._captured(path), self._record
+
+        def hook(_module: nn.Module, _args: tuple, output: object) -> None:
+            tensor = first_tensor(output)
+            if tensor is not None:
+                record(path, phase, tensor, captured)
+
+        return hook
+
+    def _dual_stream_hook(self, path: str):
+        """SD3/Flux blocks return (text, image): the image stream is the block's row, the text stream `path#text`."""
+        text_path = f"{path}#text"
+
+        def hook(module: nn.Module, _args: tuple, output: object) -> None:
+            image, text = self.adapter.streams(module, output)
+            if image is not None:
+                self.record(path, image)
+            if text is not None:
+                self.record(text_path, text, capture=False)
+
+        return hook
+
+    @contextmanager
+    def hooks(self) -> Iterator[Tracer]:
+        try:
+            for path, module in self.modules:
+                self._handles.append(module.register_forward_hook(self._hook_for(path, module)))
+            yield self
+        finally:
+            for handle in self._handles:
+                handle.remove()
+            self._handles.clear()
+
+    def take(self) -> StepBatch:
+        """What was queued since the last take (the queue starts afresh): cheap, on the pipeline's thread."""
+        batch = StepBatch(self._pending, self._maps)
+        self._pending, self._maps = [], {}
+        return batch
+
+    @staticmethod
+    def harvest(batch: StepBatch) -> StepHarvest:
+        """A batch as host-side columns: a few small device-to-host transfers for the whole batch (any thread)."""
+        pending = batch.pending
+        columns = StatColumns()
+        if not pending:
+            return StepHarvest(columns, batch.feature_maps)
+        (columns.module, columns.phase, columns.step, columns.call, columns.seq, columns.shape, columns.dtype,
+         stats, fingerprints) = (list(c) for c in zip(*pending, strict=True))
+        unfinished = [i for i, s in enumerate(stats) if type(s) is not tuple]
+        if unfinished:  # raw sums: finished together, those on a device gathered at once
+            moved = iter(DeviceStats.gather([stats[i] for i in unfinished if isinstance(stats[i], DeviceStats)]))
+            raw = []
+            for i in unfinished:
+                if isinstance(stats[i], DeviceStats):
+                    values, fp = next(moved)
+                    if fingerprints[i] is IN_ROW:  # the fused kernel's row held it
+                        fingerprints[i] = wrap_fingerprint(fp)
+                    raw.append(values)
+                else:
+                    raw.append(stats[i])
+            done = finish_columns(raw, [math.prod(columns.shape[i]) for i in unfinished])
+            for k, i in enumerate(unfinished):
+                stats[i] = tuple(done[name][k] for name in STAT_FIELDS)
+        (columns.min, columns.max, columns.mean, columns.std, columns.absmax, columns.nan_count,
+         columns.inf_count) = (list(c) for c in zip(*stats, strict=True))
+        fp_on_device = [fp for fp in fingerprints if isinstance(fp, torch.Tensor)]
+        if fp_on_device:
+            fps = iter(torch.stack([t.to(fp_on_device[0].device) for t in fp_on_device]).cpu().tolist())
+            fingerprints = [wrap_fingerprint(next(fps)) if isinstance(fp, torch.Tensor) else fp
+                            for fp in fingerprints]
+        columns.fingerprint = fingerprints
+        return StepHarvest(columns, batch.feature_maps)
+
+    def flush(self) -> StepHarvest:
+        """Everything queued since the last flush, as host-side rows (see harvest)."""
+        return self.harvest(self.take())

@@ -1,0 +1,1 @@
+"""Dialogs: about, bug-report export, the first-run welcome, error messages."""

@@ -1,0 +1,1 @@
+"""The GUI's link to the engine process: the pipe and the job scheduler."""
