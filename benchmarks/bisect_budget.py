@@ -20,8 +20,8 @@ from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.engine.loops.bisect_blocks import bisect_run
 from ghostviewer.engine.loops.bisect_settings import bisect_settings
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.blocks import resolve_module
+from ghostviewer.spec import RunSpec
 
 STAR = "a yellow star on a black background"
 # (label, prompt, fault, seed, dtype)
@@ -50,7 +50,7 @@ def run(steps: int, runs_dir: Path) -> float:
     for label, prompt, fault, seed, dtype in GHOSTS:
         if dtype not in loaded:
             loaded[dtype] = load_pipeline("demo", device="cpu", dtype=dtype)
-        settings = RunSettings(prompt=prompt, seed=seed, steps=steps, faults=(fault,), dtype=dtype, source="demo")
+        settings = RunSpec(prompt=prompt, seed=seed, steps=steps, faults=(fault,), dtype=dtype, source="demo")
         bad = execute_run(loaded[dtype], settings, runs_dir)
         t = time.perf_counter()
         result = bisect_run(bad["run_dir"], runs_dir=runs_dir)
@@ -59,7 +59,7 @@ def run(steps: int, runs_dir: Path) -> float:
     pipe = loaded[None].pipe
     handle = resolve_module(pipe, USER_HOOKED).register_forward_hook(lambda _m, _a, out: out + float("nan"))
     try:
-        bad = execute_run(loaded[None], RunSettings(prompt="a blue square on a white background", steps=steps),
+        bad = execute_run(loaded[None], RunSpec(prompt="a blue square on a white background", steps=steps),
                           runs_dir)
         t = time.perf_counter()
         result = bisect_run(bad["run_dir"], pipeline=pipe, runs_dir=runs_dir)
@@ -69,8 +69,8 @@ def run(steps: int, runs_dir: Path) -> float:
 
     fault = ("fp16-vae-overflow",)
     bad = execute_run(load_pipeline("demo", device="cpu", dtype="float16"),
-                      RunSettings(prompt=STAR, steps=steps, faults=fault, dtype="float16", source="demo"), runs_dir)
-    good = execute_run(loaded[None], RunSettings(prompt=STAR, steps=steps, guidance=6.0, faults=fault), runs_dir)
+                      RunSpec(prompt=STAR, steps=steps, faults=fault, dtype="float16", source="demo"), runs_dir)
+    good = execute_run(loaded[None], RunSpec(prompt=STAR, steps=steps, guidance=6.0, faults=fault), runs_dir)
     t = time.perf_counter()
     result = bisect_settings(bad["run_dir"], good["run_dir"], runs_dir=runs_dir)
     print(f"{'settings: fp16 vs fp32':<24} differences={len(result['differences'])} re-runs={result['reruns']} "

@@ -27,8 +27,8 @@ from ghostviewer.demo import shapes
 from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.engine.loops.baseline_build import CHANNEL_MEANS, find_baseline
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 
 
 def healthy_prompts(count: int, seed: int = 11) -> list[str]:
@@ -58,7 +58,7 @@ def count_false_alarms(prompts: list[str], seeds: list[int], runs_dir: Path, loa
     headroom: dict[str, tuple[float, str]] = {}
     for prompt in prompts:
         for seed in seeds:
-            result = execute_run(loaded, RunSettings(prompt=prompt, seed=seed), runs_dir)
+            result = execute_run(loaded, RunSpec(prompt=prompt, seed=seed), runs_dir)
             for key, value in result["verdict"]["scores"].items():
                 worst[key] = max(worst.get(key, 0.0), value)
             if result["verdict"]["label"] != "ok" or result["first_anomaly"] is not None:

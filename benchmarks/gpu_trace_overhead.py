@@ -24,9 +24,9 @@ import torch
 from ghostviewer.analysis.compare import comparable_stats, first_stat_divergence
 from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing import fused_stats
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 
 PROMPT = "a red circle on a blue background, top left"
 FAULTS = [(), ("nan-latents",), ("decoder-color-shift",), ("scaled-block",), ("dead-text-conditioning",)]
@@ -56,7 +56,7 @@ def main() -> None:
             was = fused_stats._disabled
             fused_stats._disabled = was or not fused
             try:
-                return execute_run(loaded, RunSettings(prompt=PROMPT, steps=args.steps, **settings), runs)
+                return execute_run(loaded, RunSpec(prompt=PROMPT, steps=args.steps, **settings), runs)
             finally:
                 fused_stats._disabled = was
 

@@ -40,10 +40,10 @@ from ghostviewer.engine.interventions.base import RunContext, applied
 from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.engine.loops.baseline_build import CHANNEL_MEANS, build_baseline, lookup_baseline
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.channel_means import ChannelMeans
 from ghostviewer.engine.tracing.tracer import Tracer
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 
 SILENT = ("decoder-color-shift", "dead-text-conditioning", "scaled-block")
 
@@ -55,7 +55,7 @@ def detect(loaded: Any, runs_dir: Path, seeds: list[int]) -> dict[str, dict[str,
         by: Counter[str] = Counter()
         detected = localised = image_only = 0
         for prompt, seed in zip(prompts, seeds):
-            result = execute_run(loaded, RunSettings(prompt=prompt, seed=seed, faults=(fault,)), runs_dir)
+            result = execute_run(loaded, RunSpec(prompt=prompt, seed=seed, faults=(fault,)), runs_dir)
             label, anomaly = result["verdict"]["label"], result["first_anomaly"]
             detected += label != "ok" or anomaly is not None
             localised += anomaly is not None and anomaly["module"] == FAULTS[fault].injected_at
@@ -69,7 +69,7 @@ def detect(loaded: Any, runs_dir: Path, seeds: list[int]) -> dict[str, dict[str,
 
 def check_cost(loaded: Any, runs_dir: Path, rounds: int) -> dict[str, float]:
     """Milliseconds the checks add to one run, piece by piece, and the median run's wall time."""
-    settings = RunSettings(prompt="a red circle on a blue background", seed=5)
+    settings = RunSpec(prompt="a red circle on a blue background", seed=5)
     walls = [execute_run(loaded, settings, runs_dir)["elapsed_s"] for _ in range(rounds)]
     result = execute_run(loaded, settings, runs_dir)
     record = RunRecord(result["run_dir"])
@@ -115,7 +115,7 @@ class _TimedChannelMeans(ChannelMeans):
         return hook
 
 
-def _channel_means_cost(loaded: Any, settings: RunSettings, runs_dir: Path) -> float:
+def _channel_means_cost(loaded: Any, settings: RunSpec, runs_dir: Path) -> float:
     """The per-channel-means hooks' own time in a traced run, plus writing them to the record (median of 5)."""
     pipe = loaded.pipe
     tracer = Tracer(pipe)

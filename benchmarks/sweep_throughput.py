@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from ghostviewer.analysis.seeds import parse_seeds
 from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.engine.loops.sweep import run_sweep
+from ghostviewer.spec.seeds import parse_seeds
 
 PROMPTS = ["a red circle on a blue background", "a green square on a white background",
            "a yellow star on a black background", "a white cross on a green background",

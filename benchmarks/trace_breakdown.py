@@ -27,9 +27,9 @@ import torch
 from benchmarks.trace_overhead import demo_benchmark
 from ghostviewer.engine.run import runner
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing import memory
 from ghostviewer.engine.tracing.tracer import Tracer
+from ghostviewer.spec import RunSpec
 
 PROMPT = "a red circle on a blue background, top left"
 
@@ -69,7 +69,7 @@ def variants(loaded, steps: int, runs: Path) -> dict[str, Callable[[], None]]:  
         "empty hooks": empty_hooks,
         "stats": lambda: traced(False),
         "stats + rows": lambda: traced(True),
-        "full run": lambda: execute_run(loaded, RunSettings(prompt=PROMPT, steps=steps), runs),
+        "full run": lambda: execute_run(loaded, RunSpec(prompt=PROMPT, steps=steps), runs),
     }
 
 
@@ -91,7 +91,7 @@ def memory_reading_cost(loaded, steps: int, runs: Path) -> tuple[float, float]: 
 
     runner.read_memory = timed
     try:
-        execute_run(loaded, RunSettings(prompt=PROMPT, steps=steps), runs)
+        execute_run(loaded, RunSpec(prompt=PROMPT, steps=steps), runs)
     finally:
         runner.read_memory = original
     return alone * 1e6, statistics.median(spent) * 1e6

@@ -20,8 +20,8 @@ import torch
 
 from ghostviewer.engine.loading.pipelines import LoadedPipeline, load_pipeline
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 
 PROMPT = "a red circle on a blue background, top left"
 
@@ -34,7 +34,7 @@ def untraced(loaded, steps: int) -> float:
 
 def traced(loaded, steps: int, runs: Path, **kwargs) -> tuple[float, Path]:
     started = time.perf_counter()
-    result = execute_run(loaded, RunSettings(prompt=PROMPT, steps=steps, **kwargs), runs)
+    result = execute_run(loaded, RunSpec(prompt=PROMPT, steps=steps, **kwargs), runs)
     return time.perf_counter() - started, Path(result["run_dir"])
 
 

@@ -52,10 +52,10 @@ def run(
     `guidance=None`: the pipeline family's usual guidance (7.5 for SD and the demo; recorded as used).
     `memory_check=False` runs a size the memory estimate refuses (engine/run/settings.py)."""
     from ghostviewer.engine.run.runner import execute_run
-    from ghostviewer.engine.run.settings import RunSettings, names
+    from ghostviewer.spec import RunSpec, names
 
     loaded = _loaded(source, device, dtype, allow_pickle, config)
-    settings = RunSettings(
+    settings = RunSpec(
         prompt=prompt,
         negative_prompt=negative,
         seed=seed,

@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ghostviewer.analysis.prompt_lists import PromptListError, read_prompt_list
-from ghostviewer.analysis.seeds import SeedSpecError, parse_seeds
-from ghostviewer.analysis.settings_check import SettingsError, check_values
 from ghostviewer.cli import main as cli_main
 from ghostviewer.record import RecordError, RunRecord
 from ghostviewer.record.bundle import export_bundle
+from ghostviewer.spec.checks import SettingsError, check_values
+from ghostviewer.spec.prompt_lists import PromptListError, read_prompt_list
+from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
 from tests.gui.fake_runs import write_fake_run
 from tests.record.test_bundle import _add_member, _rebuild
 
@@ -212,21 +212,21 @@ def test_guidance_inf_is_never_a_ghost_through_the_api(corpus: dict[str, Path]) 
 def test_memory_check_can_be_turned_off(corpus: dict[str, Path]) -> None:
     from ghostviewer.engine.loading.pipelines import load_pipeline
     from ghostviewer.engine.run.runner import prepare_settings
-    from ghostviewer.engine.run.settings import RunSettings
+    from ghostviewer.spec import RunSpec
 
     loaded = load_pipeline("demo", device="cpu")
-    huge = RunSettings(prompt="x", width=8192, height=8192)
+    huge = RunSpec(prompt="x", width=8192, height=8192)
     with pytest.raises(Exception, match="needs about"):
         prepare_settings(loaded, huge)
-    resolved, _ = prepare_settings(loaded, RunSettings(prompt="x", width=8192, height=8192,
+    resolved, _ = prepare_settings(loaded, RunSpec(prompt="x", width=8192, height=8192,
                                                        extra={"memory_check": False}))
     assert resolved.width == 8192 and not resolved.memory_check
 
 
 def test_the_memory_estimate_is_the_demo_measure_on_the_demo() -> None:
-    from ghostviewer.analysis.settings_check import DEMO_BYTES_PER_ELEMENT, DenoiserShape, estimate_run_bytes
     from ghostviewer.engine.loading.pipelines import load_pipeline
     from ghostviewer.engine.run.settings import denoiser_shape
+    from ghostviewer.spec.checks import DEMO_BYTES_PER_ELEMENT, DenoiserShape, estimate_run_bytes
 
     shape = denoiser_shape(load_pipeline("demo", device="cpu").pipe)
     assert shape == DenoiserShape()  # the calibration's own pipeline: factor 1

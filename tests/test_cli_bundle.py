@@ -120,12 +120,12 @@ def test_inspect_in_a_subprocess_imports_no_torch(runs_dir: Path, tmp_path: Path
 @pytest.fixture(scope="module")
 def anomalous_runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from ghostviewer.engine.run.runner import execute_run
-    from ghostviewer.engine.run.settings import RunSettings
+    from ghostviewer.spec import RunSpec
 
     runs = tmp_path_factory.mktemp("cli-inputs")
-    attention = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=0, steps=2,
+    attention = execute_run(demo_loaded, RunSpec(prompt="red circle", seed=0, steps=2,
                                                      faults=("short-prompt-attention",)), runs)
-    nan = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=17, steps=2, faults=("nan-latents",)), runs)
+    nan = execute_run(demo_loaded, RunSpec(prompt="red circle", seed=17, steps=2, faults=("nan-latents",)), runs)
     assert nan["first_anomaly"]["module"] == "pipeline.prepare_latents"
     return {"attention": Path(attention["run_dir"]), "nan": Path(nan["run_dir"])}
 

@@ -53,7 +53,7 @@ MAX_BUCKETS = 20  # denoising steps are grouped into at most this many buckets
 DRIFT_MARGIN = 6.0  # module stats: healthy held-out worst 0.82 (see the module docstring)
 CHANNEL_MARGIN = 6.0  # per-channel means and their subspace residual: healthy held-out worst 0.58 / 0.08
 COLOUR_MARGIN = 3.0  # image colour statistics: healthy held-out worst 0.06
-BASELINES_FOLDER = "baselines"  # <runs_dir>/baselines/<key>.json (engine/loops/baseline_build.py writes and looks there)
+BASELINES_FOLDER = "baselines"  # <runs_dir>/baselines/<key>.json (engine/loops/baseline_build.py writes there)
 CHANNEL_MEANS_TENSORS = "channel_means"  # a run's tensors file of per-channel means, 'phase/module' -> (C,)
 _Key = tuple[str, int | None, str]
 

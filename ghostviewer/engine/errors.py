@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+from ghostviewer.spec.errors import UserError
 
-class GhostError(Exception):
-    """A problem the user can fix (bad input, missing file, unavailable device); never a bug of ours."""
-
-    def __init__(self, message: str) -> None:
-        # The CLI prints str(error) as the whole diagnosis, so keep it to one line whatever the caller passed.
-        super().__init__(" ".join(message.split()))
+# The engine's name for the one user-facing error (spec/errors.py): every refusal, from a setting to a missing
+# file, is caught as one class, so a SpecError raised deep in a loop is still exit 2 and one line.
+GhostError = UserError
 
 
 class SourceError(GhostError):

@@ -5,7 +5,7 @@ line on stdout; bulk data (tensors, images) goes through the run record on disk,
 
 Commands (an optional "id" is echoed in every event the command causes):
   {"cmd": "load", "source": "demo", "device": "auto", "dtype": null, "allow_pickle": false}
-  {"cmd": "run", "settings": {...RunSettings...}, "runs_dir": "..."}
+  {"cmd": "run", "settings": {...RunSpec...}, "runs_dir": "..."}
   {"cmd": "cancel", "run": ID}                    at once, even mid-run; "run": that run command's id
   {"cmd": "decode", "run_dir": "...", "step": 3, "tensor": "latents"|"x0"}
   {"cmd": "blocks"}
@@ -179,8 +179,8 @@ class EngineSession:
     def _cmd_run(self, command: dict[str, Any], ident: Any) -> None:
         from ghostviewer.engine.errors import GhostError
         from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
-        from ghostviewer.engine.run.settings import RunSettings
         from ghostviewer.record import RecordError
+        from ghostviewer.spec import RunSpec
 
         ended: list[str] = []
 
@@ -196,7 +196,7 @@ class EngineSession:
                 self._token.cancel()
         try:
             loaded = self._require_pipeline()
-            settings = RunSettings.from_dict(dict(command.get("settings") or {}))
+            settings = RunSpec.from_dict(dict(command.get("settings") or {}))
             execute_run(loaded, settings, Path(str(command.get("runs_dir"))).expanduser(), self._token, progress)
         except RunFailed:
             pass  # the runner already sent 'failed' with the run folder

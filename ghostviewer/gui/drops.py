@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ghostviewer.analysis.prompt_lists import PROMPT_LIST_SUFFIXES
+from ghostviewer.spec.prompt_lists import PROMPT_LIST_SUFFIXES
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".ckpt", ".bin", ".pt", ".pth")
 RUN_FILES = ("run.lock", "run.sqlite-wal", "run.sqlite-shm")  # what a run writes beside its database

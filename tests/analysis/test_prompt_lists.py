@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ghostviewer.analysis.prompt_lists import PromptListError, count_prompt_list, iter_prompt_list, read_prompt_list
 from ghostviewer.analysis.sweep_stats import SweepStats, is_failure
+from ghostviewer.spec.prompt_lists import PromptListError, count_prompt_list, iter_prompt_list, read_prompt_list
 
 EXPECTED = [{"prompt": "a red circle"}, {"prompt": "a blue square", "negative": "blurry", "seed": 3, "steps": 4,
                                           "guidance": 5.0}]

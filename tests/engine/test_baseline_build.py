@@ -14,8 +14,8 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.baseline_build import build_baseline, find_baseline
 from ghostviewer.engine.loops.recorded import wrap_pipeline
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord, StudyRecord
+from ghostviewer.spec import RunSpec
 from tests.engine.tiny_pipelines import build_tiny_sd
 
 
@@ -34,12 +34,12 @@ def test_build_find_and_use(demo_loaded, runs_dir: Path) -> None:
     assert baseline.settings["steps"] == 3 and baseline.channels and baseline.image is not None
     assert {k[2] for k in baseline.channels} >= {"vae.decoder.up_blocks.2.resnets.1", "text_encoder.final_layer_norm"}
 
-    settings = RunSettings(prompt="a red circle on a blue background", seed=300, steps=3)
+    settings = RunSpec(prompt="a red circle on a blue background", seed=300, steps=3)
     resolved = {**settings.to_dict(), "scheduler": "ddim", "width": 64, "height": 64, "guidance": 7.5}  # the demo's
     assert find_baseline(demo_loaded, resolved, runs_dir).key == result["key"]
     used = execute_run(demo_loaded, settings, runs_dir)
     assert any(m.startswith("using baseline") and str(runs_dir) in m for m in _events(used, "baseline"))
-    other = execute_run(demo_loaded, RunSettings(prompt="a red circle", seed=1, steps=2), runs_dir)
+    other = execute_run(demo_loaded, RunSpec(prompt="a red circle", seed=1, steps=2), runs_dir)
     assert _events(other, "baseline")[0].startswith("no baseline for these settings")
     assert "channel_means" in {f["name"] for f in RunRecord(Path(other["run_dir"])).files()}
 
@@ -49,7 +49,7 @@ def test_a_pipeline_built_in_memory_has_no_baseline(runs_dir: Path) -> None:
     memory = wrap_pipeline(build_tiny_sd())
     with pytest.raises(GhostError, match="weight hashes"):
         build_baseline(memory, ["a red circle"], [0], runs_dir)
-    result = execute_run(memory, RunSettings(prompt="a red circle on a blue background", steps=2), runs_dir)
+    result = execute_run(memory, RunSpec(prompt="a red circle on a blue background", steps=2), runs_dir)
     assert "weight hashes" in _events(result, "baseline")[0]
     assert _events(result, "prompt_check")[0].startswith("prompt check")  # CLIP: used if local, else skipped
 

@@ -23,9 +23,9 @@ from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.engine.loops.bisect_blocks import bisect_run
 from ghostviewer.engine.loops.patch_run import patch_run
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.blocks import resolve_module
 from ghostviewer.record import RunRecord, StatRow, StudyRecord
+from ghostviewer.spec import RunSpec
 from tests.engine.test_runner import assert_no_leftovers
 
 STAR = "a yellow star on a black background"
@@ -38,7 +38,7 @@ def half_vae():
 
 
 def _bad(loaded, runs_dir: Path, prompt: str, fault: str, **kwargs) -> dict:
-    result = execute_run(loaded, RunSettings(prompt=prompt, faults=(fault,), source="demo", **kwargs), runs_dir)
+    result = execute_run(loaded, RunSpec(prompt=prompt, faults=(fault,), source="demo", **kwargs), runs_dir)
     assert result["verdict"]["label"] != "ok" or result["first_anomaly"] is not None
     return result
 
@@ -160,7 +160,7 @@ def test_a_fault_upstream_of_every_block_has_no_culprit_and_says_why(
 
 
 def test_a_healthy_run_has_nothing_to_bisect(demo_loaded, runs_dir: Path, capsys) -> None:
-    ok = execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=4), runs_dir)
+    ok = execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=4), runs_dir)
     with pytest.raises(GhostError, match="nothing to bisect: the run is healthy"):
         bisect_run(ok["run_dir"], pipeline=demo_loaded.pipe, runs_dir=runs_dir)
     assert main(["bisect", ok["run_dir"], "--runs-dir", str(runs_dir), "--json"]) == 2
@@ -200,7 +200,7 @@ def test_settings_bisection_names_dtype_for_fp16_vae_overflow(runs_dir: Path) ->
     fp16 = load_pipeline("demo", device="cpu", dtype="float16")
     bad = _bad(fp16, runs_dir, STAR, "fp16-vae-overflow", steps=4, dtype="float16")
     fp32 = load_pipeline("demo", device="cpu")
-    good = execute_run(fp32, RunSettings(prompt=STAR, steps=4, guidance=6.0, faults=("fp16-vae-overflow",)), runs_dir)
+    good = execute_run(fp32, RunSpec(prompt=STAR, steps=4, guidance=6.0, faults=("fp16-vae-overflow",)), runs_dir)
     result = api.bisect(bad["run_dir"], good["run_dir"], runs_dir=runs_dir)
     assert result["culprit_settings"] == {"dtype": ["float32", "float32,vae=float16"]}, result["trail"]
     assert result["culprit_differences"] == ["dtype:vae"]
@@ -253,7 +253,7 @@ def test_an_anomaly_after_every_block_is_not_said_to_start_upstream(demo_loaded,
     layer = "vae.decoder.conv_out"
     handle = resolve_module(demo_loaded.pipe, layer).register_forward_hook(lambda _m, _a, out: out * 0)
     try:
-        bad = execute_run(demo_loaded, RunSettings(prompt="red circle", steps=2, source="demo"), runs_dir)
+        bad = execute_run(demo_loaded, RunSpec(prompt="red circle", steps=2, source="demo"), runs_dir)
         assert bad["first_anomaly"]["kind"] == "collapse", bad["first_anomaly"]
         result = bisect_run(bad["run_dir"], pipeline=demo_loaded.pipe, runs_dir=runs_dir)
     finally:
@@ -265,7 +265,7 @@ def test_an_anomaly_after_every_block_is_not_said_to_start_upstream(demo_loaded,
 def test_a_failure_that_does_not_come_back_blames_no_block(demo_loaded, runs_dir: Path) -> None:
     """A run recorded as nan whose re-runs are all healthy (an intermittent ghost that did not return): one
     unchanged re-run past the budget shows the failure does not come back, and no block is named."""
-    good = execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=2, source="demo"),
+    good = execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=2, source="demo"),
                        runs_dir)
     assert good["verdict"]["label"] == "ok" and good["first_anomaly"] is None
     db = sqlite3.connect(Path(good["run_dir"]) / "run.sqlite")

@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 
 from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.server import decode_step
 from ghostviewer.engine.tracing.blocks import resolve_module
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 
 NAN_SEED = 17  # nan-latents poisons seeds ending in 7: first anomaly at pipeline.prepare_latents, step 0
 
 
-def _settings(**kwargs) -> RunSettings:
+def _settings(**kwargs) -> RunSpec:
     base = {"prompt": "a red circle on a blue background", "steps": 4, "seed": NAN_SEED, "faults": ("nan-latents",)}
-    return RunSettings(**{**base, **kwargs})
+    return RunSpec(**{**base, **kwargs})
 
 
 def _only_run(runs_dir: Path) -> RunRecord:
@@ -89,7 +89,7 @@ def test_a_bypassed_blocks_insides_are_not_recorded(demo_loaded, runs_dir):
     inside = [r.module for r in RunRecord(plain["run_dir"]).stats() if r.module.startswith(block + ".")]
     assert inside, "the leaf-depth trace records modules inside the block"
     assert plain["first_anomaly"]["module"].startswith(block)
-    bypassed = execute_run(demo_loaded, RunSettings(**{**settings.__dict__, "bypass": (block,)}), runs_dir / "by")
+    bypassed = execute_run(demo_loaded, RunSpec(**{**settings.__dict__, "bypass": (block,)}), runs_dir / "by")
     rows = RunRecord(bypassed["run_dir"]).stats()
     assert not [r for r in rows if r.module.startswith(block + ".")]
     assert [r for r in rows if r.module == block], "the block's own (substituted) output is still recorded"

@@ -21,10 +21,10 @@ from ghostviewer.engine.loops.bisect_blocks import bisect_run
 from ghostviewer.engine.loops.recorded import wrap_pipeline
 from ghostviewer.engine.loops.replay import replay_run
 from ghostviewer.engine.run.runner import execute_run, prepare_settings
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.blocks import discover_blocks, pipeline_components, resolve_module
 from ghostviewer.engine.tracing.prompt_tokens import prompt_tokens
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 from tests.engine.tiny_families import FAMILIES, build_tiny, build_tiny_sd3, save_tiny
 
 PROMPT = "a red circle on blue background"
@@ -87,10 +87,10 @@ def assert_no_leftovers(pipe: object) -> None:
     assert "prepare_latents" not in vars(pipe) and "step" not in vars(pipe.scheduler)
 
 
-def _settings(loaded: LoadedPipeline, **kwargs: object) -> RunSettings:
+def _settings(loaded: LoadedPipeline, **kwargs: object) -> RunSpec:
     values: dict = {"prompt": PROMPT, "steps": 3, "width": SIZE, "height": SIZE, "seed": 1, "guidance": None,
                     "source": loaded.source, **kwargs}
-    return RunSettings(**values)
+    return RunSpec(**values)
 
 
 def _run(loaded: LoadedPipeline, runs_dir: Path, **kwargs: object) -> RunRecord:
@@ -126,7 +126,7 @@ def test_blocks_are_real_blocks(family: str, family_dir, capsys) -> None:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_native_size_and_usual_guidance(family: str, family_loaded) -> None:
     loaded = family_loaded(family)
-    settings, _ = prepare_settings(loaded, RunSettings(prompt=PROMPT, guidance=None))  # type: ignore[arg-type]
+    settings, _ = prepare_settings(loaded, RunSpec(prompt=PROMPT, guidance=None))  # type: ignore[arg-type]
     pipe = loaded.pipe
     denoiser = pipe.unet if family in ("sd", "sdxl") else pipe.transformer
     sample = 128 if family == "flux" else denoiser.config.sample_size  # Flux: FluxPipeline.default_sample_size
@@ -293,7 +293,7 @@ def test_bisection_names_the_transformer_block_that_breaks(runs_dir: Path) -> No
     culprit = "transformer.transformer_blocks.1"
     handle = resolve_module(pipe, f"{culprit}.ff").register_forward_hook(lambda _m, _a, out: out + float("nan"))
     try:
-        bad = execute_run(wrap_pipeline(pipe), RunSettings(prompt=PROMPT, steps=2, width=SIZE, height=SIZE,
+        bad = execute_run(wrap_pipeline(pipe), RunSpec(prompt=PROMPT, steps=2, width=SIZE, height=SIZE,
                                                            source="<in-memory FluxPipeline>"), runs_dir)
         assert bad["first_anomaly"]["module"] == culprit, bad["first_anomaly"]
         result = bisect_run(bad["run_dir"], pipeline=pipe, runs_dir=runs_dir)
@@ -312,7 +312,7 @@ def test_bisection_is_not_fooled_by_a_label_every_run_shares(runs_dir: Path) -> 
     culprit = "transformer.single_transformer_blocks.0"
     handle = resolve_module(pipe, f"{culprit}.proj_out").register_forward_hook(lambda _m, _a, out: out * 1e6)
     try:
-        bad = execute_run(wrap_pipeline(pipe), RunSettings(prompt=PROMPT, steps=2, width=SIZE, height=SIZE,
+        bad = execute_run(wrap_pipeline(pipe), RunSpec(prompt=PROMPT, steps=2, width=SIZE, height=SIZE,
                                                            source="<in-memory FluxPipeline>"), runs_dir)
         assert bad["first_anomaly"]["kind"] == "overflow" and bad["verdict"]["label"] != "ok", bad
         result = bisect_run(bad["run_dir"], pipeline=pipe, runs_dir=runs_dir)
@@ -331,7 +331,7 @@ def flux_double_block_isolated(tmp_path_factory: pytest.TempPathFactory) -> tupl
     from ghostviewer.engine.isolation.isolate import isolate_module
 
     pipe, root = build_tiny("flux"), tmp_path_factory.mktemp("isolate-flux")
-    result = execute_run(wrap_pipeline(pipe), RunSettings(prompt=PROMPT, steps=2, width=SIZE, height=SIZE,
+    result = execute_run(wrap_pipeline(pipe), RunSpec(prompt=PROMPT, steps=2, width=SIZE, height=SIZE,
                                                           source="<in-memory FluxPipeline>"), root / "runs")
     record = RunRecord(Path(result["run_dir"]))
     isolated = isolate_module(record.path, module="transformer.transformer_blocks.0", out_dir=root / "iso",
@@ -414,5 +414,5 @@ def test_a_sweep_uses_the_familys_usual_guidance_like_a_run(family: str, family_
     result = run_sweep([PROMPT], "0", pipeline=loaded, steps=2, runs_dir=runs_dir)
     swept = RunRecord(result["runs"][0]["run_dir"])
     assert swept.settings["guidance"] == GUIDANCE[family]
-    single = execute_run(loaded, RunSettings(prompt=PROMPT, seed=0, steps=2, source=loaded.source), runs_dir)
+    single = execute_run(loaded, RunSpec(prompt=PROMPT, seed=0, steps=2, source=loaded.source), runs_dir)
     assert compare_runs(single["run_dir"], swept.path)["reproduced"]

@@ -11,13 +11,13 @@ from PIL import Image
 from ghostviewer.engine.faults import FAULTS, list_faults
 from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 from tests.engine.test_runner import assert_no_leftovers
 
 
 def _run(loaded, runs_dir: Path, prompt: str, fault: str, seed: int = 0, **kwargs) -> dict:
-    return execute_run(loaded, RunSettings(prompt=prompt, seed=seed, faults=(fault,), **kwargs), runs_dir)
+    return execute_run(loaded, RunSpec(prompt=prompt, seed=seed, faults=(fault,), **kwargs), runs_dir)
 
 
 def test_every_fault_is_listed_with_where_it_lives() -> None:

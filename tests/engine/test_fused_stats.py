@@ -1,7 +1,7 @@
-"""The one-launch GPU statistics (engine/tracing/fused_stats.py) give the values of the torch functions: min, max, counts and
-fingerprint exactly, the sums to float32 precision. Runs on a CUDA device with Triton, or on the CPU under Triton's
-interpreter (TRITON_INTERPRET=1 set before the first import; Triton 3.6's interpreter then needs numpy < 2.4, or its
-`int(self.handle.data)` read as `int(self.handle.data.item())`); skipped elsewhere, as where the product runs
+"""The one-launch GPU statistics (engine/tracing/fused_stats.py) give the values of the torch functions: min, max,
+counts and fingerprint exactly, the sums to float32 precision. Runs on a CUDA device with Triton, or on the CPU under
+Triton's interpreter (TRITON_INTERPRET=1 set before the first import; Triton 3.6's interpreter then needs numpy < 2.4,
+or its `int(self.handle.data)` read as `int(self.handle.data.item())`); skipped elsewhere, as where the product runs
 without it."""
 
 from __future__ import annotations

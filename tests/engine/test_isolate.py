@@ -15,8 +15,8 @@ from ghostviewer.cli import main
 from ghostviewer.engine.isolation.fuzz import fuzz_module, seq_lengths
 from ghostviewer.engine.isolation.isolate import isolate_module
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 from tests.engine.test_runner import assert_no_leftovers
 
 FAULT_BLOCK = "unet.down_blocks.1.attentions.0"
@@ -28,9 +28,9 @@ def cases(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("isolate")
     runs = root / "runs"
     runs.mkdir()
-    bad = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=0, steps=2,
+    bad = execute_run(demo_loaded, RunSpec(prompt="red circle", seed=0, steps=2,
                                                faults=("short-prompt-attention",)), runs)
-    good = execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", seed=0, steps=2), runs)
+    good = execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", seed=0, steps=2), runs)
     return {
         "bad_run": bad["run_dir"], "good_run": good["run_dir"], "root": root,
         "bad": isolate_module(bad["run_dir"], FAULT_BLOCK, out_dir=root / "fault", pipeline=demo_loaded),

@@ -13,10 +13,10 @@ import torch
 
 from ghostviewer.engine.run import record_buffer
 from ghostviewer.engine.run.runner import RunFailed, execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.blocks import iter_modules
 from ghostviewer.engine.tracing.tracer import traced_modules
 from ghostviewer.record import RunRecord, RunWriter
+from ghostviewer.spec import RunSpec
 
 
 def test_step_events_come_after_their_step_is_committed(demo_loaded, runs_dir: Path) -> None:
@@ -30,7 +30,7 @@ def test_step_events_come_after_their_step_is_committed(demo_loaded, runs_dir: P
         else:
             seen.append((event["event"], -1))
 
-    execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=5), runs_dir,
+    execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=5), runs_dir,
                 on_progress=check)
     assert seen == [("started", -1), *[("step", i) for i in range(5)], ("finished", -1)]
 
@@ -47,7 +47,7 @@ def _steps_on_disk_mid_run(demo_loaded, runs_dir: Path, flight: bool) -> tuple[l
 
     handle = demo_loaded.pipe.unet.register_forward_hook(peek)
     try:
-        result = execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=6, seed=2,
+        result = execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=6, seed=2,
                                                       faults=("fp16-vae-overflow",)), runs_dir, flight=flight)
     finally:
         handle.remove()
@@ -93,7 +93,7 @@ def test_a_write_that_fails_fails_the_run_and_closes_the_record(demo_loaded, run
 
     monkeypatch.setattr(RunWriter, "add_step", add_step)
     with pytest.raises(RunFailed, match="No space left"):
-        execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=6), runs_dir,
+        execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=6), runs_dir,
                     flight=flight)
     (folder,) = list(runs_dir.iterdir())
     record = RunRecord(folder)
@@ -141,7 +141,7 @@ def test_no_step_event_when_its_batch_could_not_be_committed(demo_loaded, runs_d
         monkeypatch.setattr(RunWriter, "_set_meta", no_status)
     events: list[tuple[str, int | None]] = []
     with pytest.raises(RunFailed, match="disk is full"):
-        execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=6), runs_dir,
+        execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=6), runs_dir,
                     on_progress=lambda e: events.append((e["event"], e.get("step"))))
     (folder,) = list(runs_dir.iterdir())
     record = RunRecord(folder)
@@ -171,7 +171,7 @@ def test_a_due_batch_is_written_in_the_middle_of_a_slow_step_and_before_the_deco
                unet.up_blocks[0].register_forward_hook(peek("mid step 4")),
                vae.post_quant_conv.register_forward_pre_hook(peek("decode"))]
     try:
-        execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=6), runs_dir)
+        execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=6), runs_dir)
     finally:
         for handle in handles:
             handle.remove()

@@ -10,15 +10,15 @@ from PIL import Image
 
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.blocks import pipeline_components
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 
 PROMPT = "a red circle on a blue background, top left"
 
 
 def _run(loaded, runs_dir: Path, **kwargs) -> dict:
-    return execute_run(loaded, RunSettings(prompt=kwargs.pop("prompt", PROMPT), **kwargs), runs_dir)
+    return execute_run(loaded, RunSpec(prompt=kwargs.pop("prompt", PROMPT), **kwargs), runs_dir)
 
 
 def _pixels(result: dict) -> np.ndarray:
@@ -75,7 +75,7 @@ def test_cancel_stops_at_once_and_keeps_the_steps(demo_loaded, runs_dir: Path) -
 
     handle = demo_loaded.pipe.unet.register_forward_hook(cancel_during_third)
     try:
-        result = execute_run(demo_loaded, RunSettings(prompt=PROMPT), runs_dir, token)
+        result = execute_run(demo_loaded, RunSpec(prompt=PROMPT), runs_dir, token)
     finally:
         handle.remove()
     record = RunRecord(Path(result["run_dir"]))
@@ -207,7 +207,7 @@ def test_a_nan_from_a_module_between_blocks_is_named_there_at_block_depth(demo_l
 
     handle = resolve_module(demo_loaded.pipe, module).register_forward_hook(lambda _m, _a, out: out * float("nan"))
     try:
-        result = execute_run(demo_loaded, RunSettings(prompt="a red circle on a blue background", steps=3), runs_dir)
+        result = execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=3), runs_dir)
     finally:
         handle.remove()
     anomaly = result["first_anomaly"]
@@ -224,7 +224,7 @@ def test_a_prompt_is_encoded_for_the_record_once_per_loaded_pipeline(demo_loaded
     monkeypatch.setattr(runner, "prompt_embeddings",
                         lambda pipe, prompt: calls.append(prompt) or original(pipe, prompt))
     prompt = "a green star on a purple background, top left"  # not run by other tests
-    first, second = (execute_run(demo_loaded, RunSettings(prompt=prompt, seed=seed, steps=2), runs_dir)
+    first, second = (execute_run(demo_loaded, RunSpec(prompt=prompt, seed=seed, steps=2), runs_dir)
                      for seed in (1, 2))
     assert calls == [prompt]
     a, b = (RunRecord(r["run_dir"]).tensors("prompt") for r in (first, second))

@@ -11,8 +11,8 @@ import pytest
 
 from ghostviewer.engine.faults import FAULTS
 from ghostviewer.engine.run.runner import execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 from tests.engine.test_runner import assert_no_leftovers
 
 PROMPT = "a yellow circle on a blue background"
@@ -21,7 +21,7 @@ LOCATED = ("decoder-color-shift", "scaled-block")  # sitting in a traced module:
 
 def _run(loaded, runs_dir: Path, fault: str | None, seed: int = 21) -> dict:
     faults = (fault,) if fault else ()
-    return execute_run(loaded, RunSettings(prompt=PROMPT, seed=seed, faults=faults), runs_dir)
+    return execute_run(loaded, RunSpec(prompt=PROMPT, seed=seed, faults=faults), runs_dir)
 
 
 def test_the_healthy_run_uses_the_shipped_baseline_and_is_not_flagged(demo_loaded, runs_dir: Path) -> None:

@@ -12,8 +12,8 @@ from ghostviewer.cli import main as cli_main
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.sweep import run_sweep
 from ghostviewer.engine.run.runner import CancelToken, execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RunRecord, StudyRecord
+from ghostviewer.spec import RunSpec
 
 PROMPTS = ["a red circle on a blue background", "a green square on a white background",
            "a yellow star on a black background"]
@@ -91,7 +91,7 @@ def test_sweep_recording_keeps_verdict_and_first_anomaly(demo_loaded, runs_dir: 
     cases = (("red circle", "short-prompt-attention", 0, 6), (PROMPTS[1], "nan-latents", 17, 6),
              (PROMPTS[0], "scaled-block", 3, 20), (PROMPTS[0], None, 1, 6))
     for prompt, fault, seed, steps in cases:
-        settings = RunSettings(prompt=prompt, seed=seed, steps=steps, faults=(fault,) if fault else ())
+        settings = RunSpec(prompt=prompt, seed=seed, steps=steps, faults=(fault,) if fault else ())
         full = execute_run(demo_loaded, settings, runs_dir)
         light = run_one(demo_loaded, settings, runs_dir, None, SWEEP_TENSORS_EVERY)
         assert light["verdict"]["label"] == full["verdict"]["label"]

@@ -12,9 +12,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from ghostviewer.analysis.seeds import MAX_SEED
 from ghostviewer.gui import messages
 from ghostviewer.gui.dialogs.error_reporter import ErrorReporter
+from ghostviewer.spec.seeds import MAX_SEED
 from tests.gui.fake_runs import write_fake_run
 
 WAIT_MS = 20000

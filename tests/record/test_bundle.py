@@ -38,12 +38,12 @@ PYTHON = sys.executable
 @pytest.fixture(scope="module")
 def real_runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from ghostviewer.engine.run.runner import execute_run
-    from ghostviewer.engine.run.settings import RunSettings
+    from ghostviewer.spec import RunSpec
 
     runs = tmp_path_factory.mktemp("bundle-runs")
-    nan = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=17, steps=4, faults=("nan-latents",)), runs)
+    nan = execute_run(demo_loaded, RunSpec(prompt="red circle", seed=17, steps=4, faults=("nan-latents",)), runs)
     ok = execute_run(
-        demo_loaded, RunSettings(prompt="a red circle on a blue background", seed=3, steps=4,
+        demo_loaded, RunSpec(prompt="a red circle on a blue background", seed=3, steps=4,
                                  capture=("unet.mid_block*",)), runs
     )
     assert nan["verdict"]["label"] == "nan" and ok["verdict"]["label"] == "ok" and ok["first_anomaly"] is None
@@ -419,10 +419,10 @@ ATTENTION = "unet.down_blocks.1.attentions.0"  # where short-prompt-attention st
 @pytest.fixture(scope="module")
 def attention_run(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ghostviewer.engine.run.runner import execute_run
-    from ghostviewer.engine.run.settings import RunSettings
+    from ghostviewer.spec import RunSpec
 
     runs = tmp_path_factory.mktemp("bundle-attention")
-    result = execute_run(demo_loaded, RunSettings(prompt="red circle", seed=0, steps=2,
+    result = execute_run(demo_loaded, RunSpec(prompt="red circle", seed=0, steps=2,
                                                   faults=("short-prompt-attention",)), runs)
     assert result["first_anomaly"]["module"] == ATTENTION
     return Path(result["run_dir"])

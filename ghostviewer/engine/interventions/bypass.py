@@ -16,11 +16,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ghostviewer.analysis.bypass_spec import BypassSpec, BypassSpecError
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.interventions.base import RunContext
 from ghostviewer.engine.tracing.blocks import bypass_mode, is_bypassable, resolve_module
+from ghostviewer.spec.bypass import BypassSpec, BypassSpecError
 
 
 class BypassConfig(BypassSpec):

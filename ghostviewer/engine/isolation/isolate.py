@@ -27,8 +27,8 @@ from ghostviewer.engine.isolation.repro_text import readme, repro_script
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
 from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.blocks import iter_modules, phase_of, pipeline_components, resolve_module
+from ghostviewer.spec import RunSpec
 
 
 def find_module(pipe: Any, path: str) -> nn.Module:
@@ -52,7 +52,7 @@ def _step_for(module: str, step: int | None, anomaly: dict[str, Any] | None, ste
     return step
 
 
-def capture_call(loaded: LoadedPipeline, settings: RunSettings, config: InputCaptureConfig) -> CapturedCall:
+def capture_call(loaded: LoadedPipeline, settings: RunSpec, config: InputCaptureConfig) -> CapturedCall:
     """Re-run the recorded settings with the capture on; stops the run once the call is captured."""
     capture = InputCapture(config)
     token = CancelToken()

@@ -23,9 +23,9 @@ from ghostviewer.analysis.baseline_build import BaselineBuilder
 from ghostviewer.analysis.baseline_file import load_baseline, save_baseline
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.paths import resources_dir
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
+from ghostviewer.spec import RunSpec
 
 SHIPPED_BASELINES = resources_dir() / "baselines"  # the demo's, built by scripts/build_demo_baseline.py
 BASELINES_FOLDER = "baselines"
@@ -62,14 +62,14 @@ def _load_cached(path: str, _mtime_ns: int, _size: int) -> Baseline:
 
 
 def lookup_baseline(
-    loaded: LoadedPipeline, settings: RunSettings | dict[str, Any], runs_dir: str | Path | None
+    loaded: LoadedPipeline, settings: RunSpec | dict[str, Any], runs_dir: str | Path | None
 ) -> tuple[Baseline | None, str]:
     """(the matching baseline or None, a one-line note for the run's event log saying which or why none)."""
     identity = identity_of(loaded)
     if identity is None:
         why = loaded.identity_note or "the pipeline has no weight hashes (a pipeline object in memory)"
         return None, f"no baseline: {why}; drift and colour-range checks are off"
-    values = settings.to_dict() if isinstance(settings, RunSettings) else dict(settings)
+    values = settings.to_dict() if isinstance(settings, RunSpec) else dict(settings)
     key = baseline_key(identity, key_settings(loaded, values))
     folders = [Path(runs_dir) / BASELINES_FOLDER] if runs_dir is not None else []
     for folder in [*folders, SHIPPED_BASELINES]:
@@ -87,7 +87,7 @@ def lookup_baseline(
                   "build one with 'ghostviewer baseline build'")
 
 
-def find_baseline(loaded: LoadedPipeline, settings: RunSettings | dict[str, Any],
+def find_baseline(loaded: LoadedPipeline, settings: RunSpec | dict[str, Any],
                   runs_dir: str | Path | None) -> Baseline | None:
     """The baseline matching this pipeline and these (resolved) settings, or None."""
     return lookup_baseline(loaded, settings, runs_dir)[0]
@@ -154,7 +154,7 @@ def build_baseline(
     excluded: list[dict[str, Any]] = []
     with StudyWriter.create(runs_dir, "baseline", params, total=len(jobs)) as study:
         for done, (prompt, seed) in enumerate(jobs, start=1):
-            settings = RunSettings(prompt=prompt, seed=seed, steps=steps, guidance=guidance, width=width,
+            settings = RunSpec(prompt=prompt, seed=seed, steps=steps, guidance=guidance, width=width,
                                    height=height, scheduler=scheduler, device=loaded.device, source=loaded.source,
                                    dtype=dtype)
             result = execute_run(loaded, settings, study.runs_dir, cancel=cancel, baseline=None)
@@ -211,9 +211,9 @@ DEMO_DEFAULT_PROMPTS = 24  # × the default seeds 0-9: 240 runs, the size of the
 def baseline_inputs(loaded: LoadedPipeline, prompts: Any, seeds: Any) -> tuple[list[str], list[int]]:
     """The prompts (a prompt list file, a list of prompts or dicts, or None: the demo's own) and the seeds (a
     spec such as '0-9' or a list) of a baseline build; GhostError with a one-line message when unusable."""
-    from ghostviewer.analysis.prompt_lists import PromptListError, read_prompt_list
-    from ghostviewer.analysis.seeds import SeedSpecError, parse_seeds
     from ghostviewer.demo.baseline_prompts import baseline_prompts
+    from ghostviewer.spec.prompt_lists import PromptListError, read_prompt_list
+    from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
 
     if prompts is None:
         if loaded.source_kind != "demo":

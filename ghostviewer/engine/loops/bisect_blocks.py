@@ -36,16 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from ghostviewer.analysis.bisect_plan import budget, candidates, choose_half, covered, innermost, inside
-from ghostviewer.analysis.bypass_spec import BypassSpec
 from ghostviewer.analysis.symptom import Symptom, describe_anomaly
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.bisect_trials import BisectionCancelled, ProgressFn, Trials, quiet
 from ghostviewer.engine.loops.patch_run import default_reference, patch_with
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
 from ghostviewer.engine.run.runner import CancelToken
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.blocks import discover_blocks
 from ghostviewer.record import StudyWriter
+from ghostviewer.spec import RunSpec
+from ghostviewer.spec.bypass import BypassSpec
 
 
 def _fully_bypassed(specs: tuple[str, ...]) -> list[str]:
@@ -99,7 +99,7 @@ def _not_reproduced_reason(symptom: Symptom) -> str:
     )
 
 
-def _try(trials: Trials, settings: RunSettings, blocks: list[str], study: StudyWriter, total: int) -> dict[str, Any]:
+def _try(trials: Trials, settings: RunSpec, blocks: list[str], study: StudyWriter, total: int) -> dict[str, Any]:
     trial = replace(settings, bypass=(*settings.bypass, *blocks))
     note = "bypassed " + ", ".join(blocks) if blocks else "unchanged: does the failure come back?"
     entry = trials.run(trial, {"bypassed": blocks}, note=note, describe={"bypassed": list(blocks)})
@@ -108,7 +108,7 @@ def _try(trials: Trials, settings: RunSettings, blocks: list[str], study: StudyW
 
 
 def _search(
-    trials: Trials, settings: RunSettings, suspects: list[str], study: StudyWriter, total: int
+    trials: Trials, settings: RunSpec, suspects: list[str], study: StudyWriter, total: int
 ) -> tuple[str | None, str | None]:
     """(culprit, None) or (None, reason). Halving first, then the single-block confirmation."""
     symptom = trials.symptom
@@ -140,7 +140,7 @@ def _search(
     return suspect, None
 
 
-def _patching(trials: Trials, settings: RunSettings, culprit: str) -> dict[str, Any]:
+def _patching(trials: Trials, settings: RunSpec, culprit: str) -> dict[str, Any]:
     reference, note = default_reference(settings)
     if reference is None:
         return {"patching": None, "patching_note": note}

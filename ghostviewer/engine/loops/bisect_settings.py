@@ -27,9 +27,9 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.bisect_trials import BisectionCancelled, ProgressFn, Trials, quiet
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
 from ghostviewer.engine.run.runner import CancelToken
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.blocks import pipeline_components
 from ghostviewer.record import StudyWriter
+from ghostviewer.spec import RunSpec
 
 RECORDING_ONLY = frozenset({"capture", "trace_depth", "capture_attention", "extra", "source"})
 _DTYPE = "dtype"
@@ -60,7 +60,7 @@ def format_dtypes(dtypes: Mapping[str, str], prefer: str = "float32") -> str:
     return ",".join([default, *rest])
 
 
-def differences(bad: RunSettings, good: RunSettings, components: list[str]) -> tuple[list[str], dict[str, Any]]:
+def differences(bad: RunSpec, good: RunSpec, components: list[str]) -> tuple[list[str], dict[str, Any]]:
     """(the bisected differences, the ignored ones). A difference is a setting name, or 'dtype:COMPONENT'."""
     diff = settings_diff(good.to_dict(), bad.to_dict())
     ignored = {k: v for k, v in diff.items() if k in RECORDING_ONLY}
@@ -79,8 +79,8 @@ def differences(bad: RunSettings, good: RunSettings, components: list[str]) -> t
 
 
 def compose(
-    bad: RunSettings, good: RunSettings, kept: list[str], units: list[str], components: list[str]
-) -> RunSettings:
+    bad: RunSpec, good: RunSpec, kept: list[str], units: list[str], components: list[str]
+) -> RunSpec:
     """The bad run's settings with every difference not in `kept` taken from the good run."""
     data = bad.to_dict()
     theirs = good.to_dict()
@@ -99,15 +99,15 @@ def compose(
             assert ours is not None and base is not None  # split only when both were readable
             mixed = {c: ours[c] if c in kept_parts else base[c] for c in components}
             data[_DTYPE] = format_dtypes(mixed, prefer=Counter(base.values()).most_common(1)[0][0])
-    return RunSettings.from_dict(data)
+    return RunSpec.from_dict(data)
 
 
-def _shown(settings: RunSettings, key: str) -> Any:
+def _shown(settings: RunSpec, key: str) -> Any:
     value = settings.to_dict()[key]
     return value or "float32" if key == _DTYPE else value  # no dtype given means float32
 
 
-def _as_run(settings: RunSettings, keys: list[str]) -> dict[str, Any]:
+def _as_run(settings: RunSpec, keys: list[str]) -> dict[str, Any]:
     data = settings.to_dict()
     return {key: data.get(key) for key in keys}
 

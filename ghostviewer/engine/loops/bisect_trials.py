@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ghostviewer.analysis.baseline import recorded_channel_means
-from ghostviewer.analysis.bypass_spec import BypassSpec, BypassSpecError
 from ghostviewer.analysis.symptom import Symptom, is_healthy, verdict_label
 from ghostviewer.engine.loops.recorded import PipelineCache
 from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
+from ghostviewer.spec import RunSpec
+from ghostviewer.spec.bypass import BypassSpec, BypassSpecError
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -43,7 +43,7 @@ class Trials:
 
     def run(
         self,
-        settings: RunSettings,
+        settings: RunSpec,
         key: dict[str, Any],
         *,
         role: str = "trial",
@@ -97,7 +97,7 @@ class Trials:
         return [entry for kind, entry in self.entries if kind == role]
 
 
-def _bypassed(settings: RunSettings) -> list[str]:
+def _bypassed(settings: RunSpec) -> list[str]:
     """The blocks a run bypasses (at some step or all): drift at or after them is the bypass's own doing."""
     found = []
     for spec in settings.bypass:

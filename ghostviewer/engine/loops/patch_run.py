@@ -29,11 +29,11 @@ from ghostviewer.engine.interventions.base import RunContext, applied
 from ghostviewer.engine.interventions.patch import Patch, PatchCapture, PatchConfig
 from ghostviewer.engine.loops.bisect_trials import ProgressFn, Trials, quiet
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.record import StudyWriter
+from ghostviewer.spec import RunSpec
 
 
-def default_reference(settings: RunSettings) -> tuple[RunSettings | None, str]:
+def default_reference(settings: RunSpec) -> tuple[RunSpec | None, str]:
     """The bad run's settings without its faults, with a note; None (and why) when it has none to remove."""
     if not settings.faults:
         return None, (
@@ -43,9 +43,9 @@ def default_reference(settings: RunSettings) -> tuple[RunSettings | None, str]:
     return replace(settings, faults=()), f"the same settings without the fault(s) {', '.join(settings.faults)}"
 
 
-def resolve_reference(settings: RunSettings, reference: RunSettings | str | Path | None) -> tuple[RunSettings, str]:
+def resolve_reference(settings: RunSpec, reference: RunSpec | str | Path | None) -> tuple[RunSpec, str]:
     """The reference's settings and a description; GhostError when there is no sensible one."""
-    if isinstance(reference, RunSettings):
+    if isinstance(reference, RunSpec):
         return reference, "the given reference settings"
     if reference is not None:
         _record, good = open_recorded(reference)
@@ -57,14 +57,14 @@ def resolve_reference(settings: RunSettings, reference: RunSettings | str | Path
 
 
 @contextmanager
-def _hooked(intervention: Any, settings: RunSettings, loaded: Any) -> Iterator[None]:
+def _hooked(intervention: Any, settings: RunSpec, loaded: Any) -> Iterator[None]:
     ctx = RunContext(loaded.pipe, settings.prompt, settings.negative_prompt, settings.seed, lambda: None)
     with applied([intervention], ctx):
         yield
 
 
 def patch_with(
-    trials: Trials, bad: RunSettings, module: str, reference: RunSettings, description: str
+    trials: Trials, bad: RunSpec, module: str, reference: RunSpec, description: str
 ) -> dict[str, Any]:
     """The reference run (capturing), then the patched bad run; the patch result (module docstring)."""
     capture = PatchCapture(PatchConfig(module))
@@ -103,14 +103,14 @@ def patch_run(
     bad_run_dir: str | Path,
     module: str,
     *,
-    reference_settings: RunSettings | str | Path | None = None,
+    reference_settings: RunSpec | str | Path | None = None,
     pipeline: Any = None,
     runs_dir: str | Path | None = None,
     allow_pickle: bool = False,
     on_progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     """Re-run a bad run with `module`'s output patched from a reference (None: the bad run without its faults,
-    or a good run folder, or RunSettings); {"module", "healthy", "symptom", "verdict", "first_anomaly", "run_dir",
+    or a good run folder, or RunSpec); {"module", "healthy", "symptom", "verdict", "first_anomaly", "run_dir",
     "reference_run_dir", "reference", "calls_patched"}. Both runs are recorded in a `bisect` study.
     """
     record, bad = open_recorded(bad_run_dir)

@@ -14,8 +14,8 @@ from typing import Any
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.memory_identity import memory_weight_hashes
 from ghostviewer.engine.loading.pipelines import LoadedPipeline, component_dtypes, load_pipeline
-from ghostviewer.engine.run.settings import RunSettings, validate
 from ghostviewer.record import RecordError, RunRecord
+from ghostviewer.spec import RunSpec, validate
 
 
 def wrap_pipeline(pipe: Any) -> LoadedPipeline:
@@ -36,7 +36,7 @@ def wrap_pipeline(pipe: Any) -> LoadedPipeline:
     )
 
 
-def fits_run(loaded: Any, record: RunRecord, settings: RunSettings) -> bool:
+def fits_run(loaded: Any, record: RunRecord, settings: RunSpec) -> bool:
     """A pipeline already loaded can stand in for a recorded run's: the same source, each component in the dtype
     the run recorded (a float32 pipeline does not re-run a bfloat16 run: it is loaded again, as recorded)."""
     if not isinstance(loaded, LoadedPipeline) or loaded.source != settings.source:
@@ -46,11 +46,11 @@ def fits_run(loaded: Any, record: RunRecord, settings: RunSettings) -> bool:
     return all(loaded.dtypes.get(name) == dtype for name, dtype in recorded.items())
 
 
-def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSettings]:
+def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSpec]:
     """The record and the settings it was made with; GhostError (a usage error) when it is not a run."""
     try:
         record = RunRecord(run_dir)
-        settings = RunSettings.from_dict(dict(record.settings))
+        settings = RunSpec.from_dict(dict(record.settings))
     except RecordError as exc:
         raise GhostError(str(exc)) from None
     except TypeError as exc:
@@ -61,7 +61,7 @@ def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSettings]:
     return record, settings
 
 
-def _check_rerunnable(name: str, recorded: Any, settings: RunSettings) -> None:
+def _check_rerunnable(name: str, recorded: Any, settings: RunSpec) -> None:
     """A re-run must be the recorded run: a null seed, steps or guidance (older records) would silently take
     today's default instead, and a value the engine now refuses would fail mid-loop. One line either way."""
     for key in ("seed", "steps", "guidance"):
@@ -82,7 +82,7 @@ class PipelineCache:
     allow_pickle: bool = False
     _loaded: dict[tuple[str, ...], LoadedPipeline] = field(default_factory=dict)
 
-    def get(self, settings: RunSettings) -> LoadedPipeline:
+    def get(self, settings: RunSpec) -> LoadedPipeline:
         if self.pipeline is not None:
             if not self._loaded:
                 self._loaded[("memory", "", "")] = wrap_pipeline(self.pipeline)

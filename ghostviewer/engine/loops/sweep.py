@@ -22,9 +22,9 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.pipelines import LoadedPipeline, load_pipeline
 from ghostviewer.engine.loops.sweep_jobs import Items, SweepJob, count_jobs, jobs_or_error, parse_seed_spec
 from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
-from ghostviewer.engine.run.settings import RunSettings, names
 from ghostviewer.record import RecordError, RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.study import canonical_key
+from ghostviewer.spec import RunSpec, names
 
 ProgressFn = Callable[[dict[str, Any]], None]
 Results = Iterator[tuple[SweepJob, dict[str, Any]]]
@@ -39,7 +39,7 @@ class SweepSpec:
 
     items: Items
     seeds: list[int]
-    base: RunSettings
+    base: RunSpec
     seeds_text: str = ""
     config: str | None = None
     allow_pickle: bool = False
@@ -59,7 +59,7 @@ class SweepSpec:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> SweepSpec:
         items: Items = params["list"] if params.get("list") else list(params.get("items") or [])
-        base = RunSettings.from_dict({"prompt": "", **(params.get("settings") or {})})
+        base = RunSpec.from_dict({"prompt": "", **(params.get("settings") or {})})
         if params.get("config"):  # a single-file checkpoint's configs: every run records them (replay reloads so)
             base = replace(base, extra={**base.extra, "config": str(params["config"])})
         seeds = parse_seed_spec(str(params.get("seeds") or "0"))
@@ -84,7 +84,7 @@ def local_results(spec: SweepSpec, jobs: Iterable[SweepJob], runs_dir: Path, can
         yield job, run_one(loaded, settings, runs_dir, cancel, spec.tensors_every, spec.fingerprints)
 
 
-def run_one(loaded: Any, settings: RunSettings, runs_dir: Path, cancel: CancelToken | None,
+def run_one(loaded: Any, settings: RunSpec, runs_dir: Path, cancel: CancelToken | None,
             tensors_every: int, fingerprints: bool = False) -> dict[str, Any]:
     """One sweep run as a CONTRACT run dict with its status; a pipeline that raises is a failed run, not an end."""
     try:
@@ -165,7 +165,7 @@ def run_sweep(
         if items is None:
             raise GhostError("a sweep needs a prompt list (or a sweep study to resume)")
         seed_list = parse_seed_spec("0-9" if seeds is None else seeds)
-        base = RunSettings(prompt="", negative_prompt=negative, steps=steps, guidance=guidance,
+        base = RunSpec(prompt="", negative_prompt=negative, steps=steps, guidance=guidance,
                            scheduler=scheduler, device=device, dtype=dtype, bypass=names(bypass),
                            faults=names(faults), trace_depth=trace_depth,
                            source=_source_name(source, pipeline),
@@ -200,7 +200,7 @@ def _source_name(source: str, pipeline: Any) -> str:
     return str(source) if pipeline is None else f"<in-memory {type(pipeline).__name__}>"
 
 
-def _check_interventions(base: RunSettings) -> None:
+def _check_interventions(base: RunSpec) -> None:
     """Unknown faults and malformed bypass specs are refused before a study is created."""
     from ghostviewer.engine.faults import make_fault
     from ghostviewer.engine.interventions.bypass import BypassConfig

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ghostviewer.analysis.prompt_lists import PromptListError, iter_prompt_list
-from ghostviewer.analysis.seeds import SeedSpecError, parse_seeds
-from ghostviewer.analysis.settings_check import SettingsError, check_values
 from ghostviewer.engine.errors import GhostError
-from ghostviewer.engine.run.settings import RunSettings
+from ghostviewer.spec import RunSpec
+from ghostviewer.spec.checks import SettingsError, check_values
+from ghostviewer.spec.prompt_lists import PromptListError, iter_prompt_list
+from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
 
 OVERRIDES = {"negative": "negative_prompt", "steps": "steps", "guidance": "guidance"}
 Items = str | Path | Iterable[dict[str, Any] | str]
@@ -25,12 +25,12 @@ Items = str | Path | Iterable[dict[str, Any] | str]
 class SweepJob:
     prompt: str
     seed: int
-    overrides: dict[str, Any] = field(default_factory=dict)  # RunSettings field -> value
+    overrides: dict[str, Any] = field(default_factory=dict)  # RunSpec field -> value
 
     def key(self) -> dict[str, Any]:
         return {"prompt": self.prompt, "seed": self.seed, **self.overrides}
 
-    def settings(self, base: RunSettings) -> RunSettings:
+    def settings(self, base: RunSpec) -> RunSpec:
         return replace(base, prompt=self.prompt, seed=self.seed, **self.overrides)
 
 

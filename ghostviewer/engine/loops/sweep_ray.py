@@ -68,9 +68,9 @@ class SweepWorker:
 
     def run(self, job: SweepJob, runs_dir: str) -> dict[str, Any]:
         from ghostviewer.engine.loops.sweep import run_one
-        from ghostviewer.engine.run.settings import RunSettings
+        from ghostviewer.spec import RunSpec
 
-        settings = RunSettings.from_dict({**job.settings(self.spec.base).to_dict(), "source": self.loaded.source})
+        settings = RunSpec.from_dict({**job.settings(self.spec.base).to_dict(), "source": self.loaded.source})
         return run_one(self.loaded, settings, Path(runs_dir), self.token, self.spec.tensors_every,
                        self.spec.fingerprints)
 

@@ -23,8 +23,8 @@ from ghostviewer.engine.loading.memory_identity import folder_of
 from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR, LoadedPipeline
 from ghostviewer.engine.loops.baseline_build import CHANNEL_MEANS, lookup_baseline
 from ghostviewer.engine.run.clip_score import clip_score, find_local_clip
-from ghostviewer.engine.run.settings import RunSettings
 from ghostviewer.engine.tracing.channel_means import ChannelMeans
+from ghostviewer.spec import RunSpec
 
 AUTO = "auto"
 
@@ -41,7 +41,7 @@ def is_demo(loaded: LoadedPipeline) -> bool:
 class RunJudge:
     """`baseline`: AUTO (look it up), None (no baseline: a baseline build's own runs) or a Baseline to use."""
 
-    def __init__(self, loaded: LoadedPipeline, settings: RunSettings, runs_dir: str | Path,
+    def __init__(self, loaded: LoadedPipeline, settings: RunSpec, runs_dir: str | Path,
                  modules: list[tuple[str, nn.Module]], muted: list[Any], baseline: Baseline | str | None = AUTO
                  ) -> None:
         self.demo = is_demo(loaded)

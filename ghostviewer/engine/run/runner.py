@@ -37,13 +37,14 @@ from ghostviewer.engine.loading.schedulers import set_scheduler
 from ghostviewer.engine.run.environment import describe_environment
 from ghostviewer.engine.run.judge import RunJudge
 from ghostviewer.engine.run.record_buffer import BufferedWriter
-from ghostviewer.engine.run.settings import RunSettings, resolve_seed, validate, validate_for_pipeline
+from ghostviewer.engine.run.settings import validate_for_pipeline
 from ghostviewer.engine.tracing.memory import read_memory, reset_peak
 from ghostviewer.engine.tracing.preview import LatentPreview
 from ghostviewer.engine.tracing.prompt_tokens import prompt_embeddings, prompt_tokens
 from ghostviewer.engine.tracing.tracer import TraceConfig, Tracer
 from ghostviewer.record import RunWriter, StepInfo
 from ghostviewer.record.types import NO_FINGERPRINTS
+from ghostviewer.spec import RunSpec, resolve_seed, validate
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -86,7 +87,7 @@ def _native_size(pipe: Any) -> int:
     return adapter_for(pipe).native_size(pipe)
 
 
-def prepare_settings(loaded: LoadedPipeline, settings: RunSettings) -> tuple[RunSettings, list[str]]:
+def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec, list[str]]:
     """Validate, pick the seed for -1, install the scheduler, fill in sizes and the family's usual guidance
     (when guidance is None): the settings as they will run."""
     if settings.guidance is None:
@@ -107,7 +108,7 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSettings) -> tuple[Run
     return resolved, [note] if note else []
 
 
-def build_interventions(loaded: LoadedPipeline, settings: RunSettings) -> list[Any]:
+def build_interventions(loaded: LoadedPipeline, settings: RunSpec) -> list[Any]:
     """Bypasses and faults, checked against the pipeline before anything is recorded."""
     bypasses = [Bypass(BypassConfig.parse(spec)) for spec in settings.bypass]
     for bypass in bypasses:
@@ -121,7 +122,7 @@ def build_interventions(loaded: LoadedPipeline, settings: RunSettings) -> list[A
     return [*bridge, *bypasses, *faults]
 
 
-def _check_faults_fit(pipe: Any, settings: RunSettings, faults: list[Any]) -> None:
+def _check_faults_fit(pipe: Any, settings: RunSpec, faults: list[Any]) -> None:
     """Apply each fault and take it off again before anything is recorded: a preset made for another family (a
     U-Net block on a transformer pipeline) is a usage error, said in one line, not a failed run."""
     ctx = RunContext(pipe=pipe, prompt=settings.prompt, negative_prompt=settings.negative_prompt,
@@ -141,7 +142,7 @@ def _check_faults_fit(pipe: Any, settings: RunSettings, faults: list[Any]) -> No
 
 def execute_run(
     loaded: LoadedPipeline,
-    settings: RunSettings,
+    settings: RunSpec,
     runs_dir: Path,
     cancel: CancelToken | None = None,
     on_progress: ProgressFn | None = None,
@@ -153,8 +154,8 @@ def execute_run(
 ) -> dict[str, Any]:
     """Run the pipeline once with tracing and interventions; return CONTRACT's `run` dict.
 
-    `baseline`: "auto" uses the pipeline's baseline for these settings when there is one (engine/loops/baseline_build.py),
-    None checks no drift (a baseline build's own runs), or a Baseline object to use.
+    `baseline`: "auto" uses the pipeline's baseline for these settings when there is one
+    (engine/loops/baseline_build.py), None checks no drift (a baseline build's own runs), or a Baseline object to use.
 
     `tensors_every`: k > 1 writes the step tensors (latents, x0, previews) only every k-th step and at the last
     one (sweeps); statistics and fingerprints are recorded at every step whatever k, so the verdict and the first
@@ -176,7 +177,7 @@ def execute_run(
 
 def _execute(
     loaded: LoadedPipeline,
-    settings: RunSettings,
+    settings: RunSpec,
     runs_dir: Path,
     cancel: CancelToken | None,
     on_progress: ProgressFn | None,
@@ -268,7 +269,7 @@ def _execute(
 
 def _record_run(
     loaded: LoadedPipeline,
-    settings: RunSettings,
+    settings: RunSpec,
     interventions: list[Any],
     writer: BufferedWriter,
     tracer: Tracer,
@@ -439,7 +440,7 @@ def _record_prompt(pipe: Any, prompt: str, writer: BufferedWriter, cache: dict[s
 
 
 def _summary(
-    run_dir: Path, settings: RunSettings, verdict: dict | None, anomaly: dict | None, image: Path | None, elapsed: float
+    run_dir: Path, settings: RunSpec, verdict: dict | None, anomaly: dict | None, image: Path | None, elapsed: float
 ) -> dict[str, Any]:
     return {
         "run_dir": str(run_dir),

@@ -1,95 +1,23 @@
-"""Run settings: everything needed to re-create a run exactly, validated with messages a user can act on."""
+"""The checks of a run's spec (spec/run_spec.py) that need the loaded pipeline: capture patterns against the traced
+modules, the run's memory against the device's."""
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ghostviewer.analysis.settings_check import (
-    MAX_SEED,
+from ghostviewer.engine.errors import GhostError
+from ghostviewer.spec import RunSpec
+from ghostviewer.spec.checks import (
     DenoiserShape,
     SettingsError,
     check_capture,
     check_memory,
-    check_values,
 )
-from ghostviewer.engine.errors import GhostError
 
 PROBES = ("pipeline.prepare_latents", "pipeline.noise_pred")  # pipeline-level tensors the tracer records too
 
 
-@dataclass(frozen=True)
-class RunSettings:
-    prompt: str
-    negative_prompt: str = ""
-    seed: int = 0
-    steps: int = 20
-    guidance: float | None = None  # None: the family's usual guidance (7.5 for SD and the demo), resolved by
-    # runner.prepare_settings, so a record always holds the guidance actually used
-    width: int | None = None  # None: the pipeline's native size
-    height: int | None = None
-    scheduler: str | None = None  # None: the pipeline's own
-    device: str = "auto"
-    dtype: str | None = None
-    bypass: tuple[str, ...] = ()
-    capture: tuple[str, ...] = ()
-    faults: tuple[str, ...] = ()
-    trace_depth: str = "block"
-    capture_attention: bool = False  # cross-attention maps per token and self-attention entropy, every step
-    source: str = "demo"
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def memory_check(self) -> bool:
-        """False when the user turned the memory estimate off (kept in `extra`, so a replay keeps it too)."""
-        return self.extra.get("memory_check", True) is not False
-
-    @property
-    def config(self) -> str | None:
-        """The configs folder a single-file checkpoint was loaded with (kept in `extra`: a replay reloads it so)."""
-        value = self.extra.get("config")
-        return str(value) if value else None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key in ("bypass", "capture", "faults"):
-            data[key] = list(data[key])
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunSettings:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for key in ("bypass", "capture", "faults"):
-            values[key] = tuple(values.get(key) or ())
-        return cls(**values)
-
-
-def resolve_seed(seed: int | None) -> tuple[int, str | None]:
-    """-1 (or None) means "pick one", as in A1111: return the seed actually used and a note saying so."""
-    if seed is None or seed == -1:
-        chosen = random.SystemRandom().randrange(0, 2**32)
-        return chosen, f"seed -1 means random: using seed {chosen}"
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise GhostError(f"seed must be a whole number, not {seed!r}")
-    if seed < 0 or seed > MAX_SEED:
-        raise GhostError(f"seed must be between 0 and {MAX_SEED} (or -1 for a random one), not {seed}")
-    return seed, None
-
-
-def validate(settings: RunSettings) -> None:
-    """The checks that need no pipeline (analysis/settings_check.py, shared with the GUI's form): one line each."""
-    try:
-        check_values(settings.to_dict())
-    except SettingsError as exc:
-        raise GhostError(str(exc)) from None
-    if settings.trace_depth not in ("block", "leaf"):
-        raise GhostError(f"trace depth must be 'block' or 'leaf', not {settings.trace_depth!r}")
-
-
-def validate_for_pipeline(pipe: Any, device: str, settings: RunSettings) -> None:
+def validate_for_pipeline(pipe: Any, device: str, settings: RunSpec) -> None:
     """The checks against the loaded pipeline, on settings with their sizes filled in: capture patterns match a
     traced module, and the run fits the device's free memory (unless settings.memory_check is off)."""
     from ghostviewer.engine.tracing.tracer import traced_modules  # the walk the tracer makes, cached per pipeline
@@ -151,10 +79,3 @@ def available_memory(device: str) -> tuple[int, str]:
     import psutil
 
     return int(psutil.virtual_memory().available), "this machine" if device == "cpu" else device
-
-
-def names(value: str | Iterable[str] | None) -> tuple[str, ...]:
-    """Module paths, fault names or patterns as given to the API: one string is one name, not its letters."""
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, str) else tuple(value)

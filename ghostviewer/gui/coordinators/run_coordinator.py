@@ -10,7 +10,6 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ghostviewer.analysis.prompt_lists import PromptListError, read_prompt_list
 from ghostviewer.analysis.summary import run_end_lines
 from ghostviewer.gui import messages
 from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
@@ -22,6 +21,7 @@ from ghostviewer.gui.models.prompt_model import PromptModel
 from ghostviewer.gui.models.queue_model import Job
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.record import RecordError
+from ghostviewer.spec.prompt_lists import PromptListError, read_prompt_list
 
 log = logging.getLogger("ghostviewer.gui")
 LIST_KEYS = {"negative": "negative_prompt", "seed": "seed", "steps": "steps", "guidance": "guidance"}

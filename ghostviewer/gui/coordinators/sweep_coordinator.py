@@ -14,12 +14,12 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ghostviewer.analysis.prompt_lists import PromptListError, count_prompt_list
-from ghostviewer.analysis.seeds import SeedSpecError, parse_seeds
 from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.models.prompt_model import guidance_setting
 from ghostviewer.gui.models.sweep_model import SweepModel
 from ghostviewer.record import RecordError
+from ghostviewer.spec.prompt_lists import PromptListError, count_prompt_list
+from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
 
 log = logging.getLogger("ghostviewer.gui")
 REFRESH_MS = 250  # the gallery re-reads the study at most this often while runs land

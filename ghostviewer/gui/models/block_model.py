@@ -16,8 +16,8 @@ from ghostviewer.analysis.baseline import (
     recorded_channel_means,
     run_baseline,
 )
-from ghostviewer.analysis.bypass_spec import StepRange, format_steps, parse_steps
 from ghostviewer.record import RecordError
+from ghostviewer.spec.bypass import StepRange, format_steps, parse_steps
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ class BlockModel(QObject):
             self.moduleSelected.emit(module)
 
     def run_fields(self) -> dict[str, Any]:
-        """`bypass`, `capture` and `capture_attention` for the next queued run's settings (RunSettings specs,
+        """`bypass`, `capture` and `capture_attention` for the next queued run's settings (RunSpec specs,
         in block order)."""
         order = {b.module: i for i, b in enumerate(self.blocks)}
         bypass = sorted(self.bypass, key=lambda m: order.get(m, len(order)))

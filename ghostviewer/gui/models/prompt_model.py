@@ -17,7 +17,7 @@ REMEMBERED = tuple(f for f in FIELDS if f != "fault")  # what to_dict/load_dict 
 
 def intervention_words(settings: dict[str, Any]) -> list[str]:
     """What a run changes in the pipeline, in a few words: ['ghost: nan-latents', '1 bypass', '2 captures'].
-    `settings` is a RunSettings dict (queued or recorded)."""
+    `settings` is a RunSpec dict (queued or recorded)."""
     words = []
     faults = [str(f) for f in settings.get("faults") or []]
     if faults:
@@ -74,7 +74,7 @@ class PromptModel(QObject):
         return self.seed
 
     def take_settings(self, source: str, device: str, dtype: str, prompt: str | None = None) -> dict[str, Any]:
-        """The RunSettings dict for the next queued run (draws a new seed first when the seed is unlocked)."""
+        """The RunSpec dict for the next queued run (draws a new seed first when the seed is unlocked)."""
         if not self.seed_locked:
             self.randomise_seed()
         return {

@@ -25,10 +25,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ghostviewer.analysis.seeds import MAX_SEED
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.pipeline_model import PipelineModel
 from ghostviewer.gui.models.prompt_model import FAMILY_GUIDANCE, PromptModel, intervention_words
+from ghostviewer.spec.seeds import MAX_SEED
 
 RUN_TEXT = "Run  (Ctrl+Enter)"
 ACTIVE_STYLE = "QPushButton { color: #ef6c00; font-weight: bold; }"

@@ -14,13 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from ghostviewer.spec.errors import SpecError
+
 PROMPT_LIST_SUFFIXES = (".txt", ".csv", ".jsonl", ".json")
 KEYS = {"prompt": str, "negative": str, "seed": int, "steps": int, "guidance": float}
 _CHUNK = 1 << 16  # .json arrays are parsed from a buffer of this many characters, refilled as items are used
 _MAX_ITEM = 1 << 20  # one .json entry longer than this is not a prompt: an error, not a reason to read on
 
 
-class PromptListError(ValueError):
+class PromptListError(SpecError):
     """The list cannot be read; the message is one line for the user."""
 
 

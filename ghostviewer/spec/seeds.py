@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from ghostviewer.spec.errors import SpecError
+
 MAX_SEED = 2**63 - 1
 MAX_SEEDS = 1_000_000  # a spec expanding to more is a typo, not a sweep
 
 
-class SeedSpecError(ValueError):
+class SeedSpecError(SpecError):
     """A seed spec that cannot be read; the message is one line for the user."""
 
 

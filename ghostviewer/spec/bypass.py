@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ghostviewer.spec.errors import SpecError
+
 StepRange = tuple[int | None, int | None]  # [start, end) denoising steps; None: open
 _SPEC = re.compile(r"^(?P<module>[\w.]+?)(?:@(?P<steps>[^@]*))?$")
 
 
-class BypassSpecError(ValueError):
+class BypassSpecError(SpecError):
     """A bypass spec or step range that cannot be read; the message is one line for the user."""
 
 

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ghostviewer.analysis.bypass_spec import BypassSpec, BypassSpecError
-from ghostviewer.analysis.seeds import MAX_SEED
+from ghostviewer.spec.bypass import BypassSpec, BypassSpecError
+from ghostviewer.spec.errors import SpecError
+from ghostviewer.spec.seeds import MAX_SEED
 
 MAX_STEPS = 1000
 MAX_GUIDANCE = 100.0  # beyond any pipeline's use; huge values only overflow the CFG sum (a user error, no ghost)
@@ -36,7 +37,7 @@ DEMO_LATENT_CHANNELS = 4
 MEMORY_MARGIN = 1.5
 
 
-class SettingsError(ValueError):
+class SettingsError(SpecError):
     """A setting the engine refuses before anything runs; the message is one line for the user."""
 
 

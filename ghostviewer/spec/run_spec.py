@@ -1,0 +1,184 @@
+"""RunSpec: the one typed, validated description of a run — what GhostViewer needs to make the call again exactly.
+
+Every way in uses it: the window's models, the CLI and the API, the engine process (over its pipe, as JSON with a
+`spec_version`), studies and bundle manifests. Defaults are written here once. A dict with a key this class does
+not know is refused, naming the key (a typo must not run the defaults); a record written by another version is read
+with `from_record`, which keeps what it knows.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from ghostviewer.spec.checks import SettingsError, check_seed, check_values
+from ghostviewer.spec.errors import SpecError
+
+SPEC_VERSION = 1
+TRACE_DEPTHS = ("block", "leaf")
+CALL_KINDS = ("text2img", "img2img", "inpaint", "controlnet")
+GENERATOR_DEVICES = ("cpu", "cuda")
+LIST_FIELDS = ("bypass", "capture", "faults", "adapters")
+EXTRA_KEYS = ("memory_check", "config")  # kept in `extra` so records made before they were fields read the same
+# The call's kind and inputs: written into a record only when they differ from a plain text-to-image call of one
+# image, so records (and comparisons between them) of such calls read exactly as they always have.
+CALL_FIELDS = {"kind": "text2img", "batch": 1, "generator_device": "cpu", "strength": None}
+# Prompt-list columns (CONTRACT: prompt, negative, seed, steps, guidance) and the fields they set.
+ROW_FIELDS = {"prompt": "prompt", "negative": "negative_prompt", "seed": "seed", "steps": "steps",
+              "guidance": "guidance"}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    prompt: str
+    negative_prompt: str = ""
+    seed: int = 0  # -1 asks for a random one (resolve_seed); a record holds the seed actually used
+    steps: int = 20
+    guidance: float | None = None  # None: the pipeline family's usual guidance, filled in before the run
+    width: int | None = None  # None: the pipeline's native size
+    height: int | None = None
+    scheduler: str | None = None  # None: the pipeline's own
+    device: str = "auto"
+    dtype: str | None = None  # float32|float16|bfloat16, or per component: "float32,vae=float16"
+    bypass: tuple[str, ...] = ()  # MODULE[@START:END] (spec/bypass.py)
+    capture: tuple[str, ...] = ()  # globs of module paths whose feature maps are kept
+    faults: tuple[str, ...] = ()  # ghost-lab presets
+    trace_depth: str = "block"
+    capture_attention: bool = False  # cross-attention maps per token and self-attention entropy, every step
+    source: str = "demo"
+    extra: dict[str, Any] = field(default_factory=dict)  # memory_check, config (EXTRA_KEYS)
+    # The call (CALL_FIELDS): GhostViewer's own runs make text-to-image calls of one image on a CPU generator.
+    kind: str = "text2img"
+    batch: int = 1
+    generator_device: str = "cpu"
+    strength: float | None = None
+    adapters: tuple[str, ...] = ()
+
+    @property
+    def memory_check(self) -> bool:
+        """False when the user turned the memory estimate off (kept in `extra`, so a replay keeps it too)."""
+        return self.extra.get("memory_check", True) is not False
+
+    @property
+    def config(self) -> str | None:
+        """The configs folder a single-file checkpoint was loaded with (kept in `extra`: a replay reloads it so)."""
+        value = self.extra.get("config")
+        return str(value) if value else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in LIST_FIELDS:
+            data[key] = list(data[key])
+        for key, default in CALL_FIELDS.items():
+            if data[key] == default:
+                del data[key]
+        if not data["adapters"]:
+            del data["adapters"]
+        return data
+
+    def to_json(self) -> dict[str, Any]:
+        """What travels over the engine's pipe: the dict with its schema version."""
+        return {"spec_version": SPEC_VERSION, **self.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, strict: bool = True) -> RunSpec:
+        """A spec from a dict: unknown keys refused, naming them (strict), or dropped (`from_record`)."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"a run's settings are a JSON object, not {type(data).__name__}")
+        values = dict(data)
+        version = values.pop("spec_version", SPEC_VERSION)
+        if not isinstance(version, int) or isinstance(version, bool) or version > SPEC_VERSION:
+            raise SpecError(f"these settings were written by a newer GhostViewer (spec version {version!r}; "
+                            f"this one reads up to {SPEC_VERSION})")
+        known = [f.name for f in fields(cls)]
+        unknown = [key for key in values if key not in known]
+        if unknown and strict:
+            raise SpecError(_unknown(unknown[0], known, "setting"))
+        for key in unknown:
+            del values[key]
+        if "prompt" not in values:
+            raise SpecError("a run needs a prompt (it may be empty: \"\")")
+        for key in LIST_FIELDS:
+            values[key] = _names(key, values.get(key))
+        extra = values.get("extra") or {}
+        if not isinstance(extra, Mapping):
+            raise SpecError(f"extra must be an object, not {extra!r}")
+        bad = [key for key in extra if key not in EXTRA_KEYS]
+        if bad and strict:
+            raise SpecError(_unknown(bad[0], list(EXTRA_KEYS), "extra setting"))
+        values["extra"] = {key: value for key, value in extra.items() if key in EXTRA_KEYS}
+        return cls(**values)
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> RunSpec:
+        """A recorded run's settings, whatever version wrote them: keys this version does not know are left out."""
+        return cls.from_dict(data, strict=False)
+
+    def with_row(self, row: Mapping[str, Any]) -> RunSpec:
+        """This spec with a prompt-list row's values (`negative`, `seed`, `steps`, `guidance`) put in."""
+        return replace(self, **{ROW_FIELDS[key]: value for key, value in row.items() if key in ROW_FIELDS})
+
+    def updated(self, **changes: Any) -> RunSpec:
+        """A copy with some fields changed, through the same checks as from_dict (unknown names refused)."""
+        return RunSpec.from_dict({**self.to_dict(), **changes})
+
+
+DEFAULTS = RunSpec(prompt="")
+
+
+def _unknown(key: Any, known: list[str], what: str) -> str:
+    near = difflib.get_close_matches(str(key), known, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else f"; known: {', '.join(known)}"
+    return f"unknown {what} {key!r}{hint}"
+
+
+def _names(key: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Iterable) or isinstance(value, Mapping):
+        raise SpecError(f"{key} must be a list, not {value!r}")
+    return tuple(value)
+
+
+def names(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Module paths, fault names or patterns as given to the API: one string is one name, not its letters."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def resolve_seed(seed: int | None) -> tuple[int, str | None]:
+    """-1 (or None) means "pick one", as in A1111: return the seed actually used and a note saying so."""
+    try:
+        check_seed(seed)
+    except SettingsError as exc:
+        raise SpecError(str(exc)) from None
+    if seed is None or seed == -1:
+        chosen = random.SystemRandom().randrange(0, 2**32)
+        return chosen, f"seed -1 means random: using seed {chosen}"
+    return int(seed), None
+
+
+def validate(spec: RunSpec) -> None:
+    """Every check that needs no pipeline, one line each (the engine adds those against the loaded pipeline)."""
+    check_values(spec.to_dict())
+    if spec.trace_depth not in TRACE_DEPTHS:
+        raise SpecError(f"trace depth must be 'block' or 'leaf', not {spec.trace_depth!r}")
+    if not isinstance(spec.capture_attention, bool):
+        raise SpecError(f"capture_attention must be true or false, not {spec.capture_attention!r}")
+    if spec.kind not in CALL_KINDS:
+        raise SpecError(f"the call kind must be one of {', '.join(CALL_KINDS)}, not {spec.kind!r}")
+    if spec.generator_device not in GENERATOR_DEVICES:
+        raise SpecError(f"the generator device must be cpu or cuda, not {spec.generator_device!r}")
+    if not isinstance(spec.batch, int) or isinstance(spec.batch, bool) or not 1 <= spec.batch <= 64:
+        raise SpecError(f"batch must be a whole number from 1 to 64, not {spec.batch!r}")
+    # GhostViewer's own runs make text-to-image calls of one image; the other kinds are recorded from a user's own
+    # calls (a watched pipeline) and made by the engine once it can: never silently run as something else.
+    plain = {key: getattr(spec, key) for key in CALL_FIELDS} == CALL_FIELDS and not spec.adapters
+    if not plain:
+        different = [key for key, default in CALL_FIELDS.items() if getattr(spec, key) != default]
+        raise SpecError(f"GhostViewer cannot make this call itself yet ({', '.join(different or ['adapters'])}): "
+                        "record it from your own code with ghostviewer.watch(pipe)")
