@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ghostviewer.paths import default_runs_dir
+from ghostviewer.spec import DEFAULTS, RunSpec, names
 
 
 def _loaded(
@@ -26,22 +27,22 @@ def _loaded(
 
 def run(
     source: Any = "demo",
-    prompt: str = "",
+    prompt: str = DEFAULTS.prompt,
     *,
-    negative: str = "",
-    seed: int = 0,
-    steps: int = 20,
-    guidance: float | None = None,
-    width: int | None = None,
-    height: int | None = None,
-    scheduler: str | None = None,
-    dtype: str | None = None,
-    device: str = "auto",
-    bypass: Iterable[str] = (),
-    capture: Iterable[str] = (),
-    faults: Iterable[str] = (),
-    trace_depth: str = "block",
-    capture_attention: bool = False,
+    negative: str = DEFAULTS.negative_prompt,
+    seed: int = DEFAULTS.seed,
+    steps: int = DEFAULTS.steps,
+    guidance: float | None = DEFAULTS.guidance,
+    width: int | None = DEFAULTS.width,
+    height: int | None = DEFAULTS.height,
+    scheduler: str | None = DEFAULTS.scheduler,
+    dtype: str | None = DEFAULTS.dtype,
+    device: str = DEFAULTS.device,
+    bypass: Iterable[str] = DEFAULTS.bypass,
+    capture: Iterable[str] = DEFAULTS.capture,
+    faults: Iterable[str] = DEFAULTS.faults,
+    trace_depth: str = DEFAULTS.trace_depth,
+    capture_attention: bool = DEFAULTS.capture_attention,
     runs_dir: str | Path | None = None,
     allow_pickle: bool = False,
     config: str | Path | None = None,
@@ -51,31 +52,38 @@ def run(
     """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image).
     `guidance=None`: the pipeline family's usual guidance (7.5 for SD and the demo; recorded as used).
     `memory_check=False` runs a size the memory estimate refuses (engine/run/settings.py)."""
-    from ghostviewer.engine.run.runner import execute_run
-    from ghostviewer.spec import RunSpec, names
-
-    loaded = _loaded(source, device, dtype, allow_pickle, config)
-    settings = RunSpec(
-        prompt=prompt,
-        negative_prompt=negative,
-        seed=seed,
-        steps=steps,
-        guidance=guidance,
-        width=width,
-        height=height,
-        scheduler=scheduler,
-        device=loaded.device,
-        dtype=dtype,
-        bypass=names(bypass),
-        capture=names(capture),
-        faults=names(faults),
-        trace_depth=trace_depth,
-        capture_attention=capture_attention,
-        source=loaded.source,
-        extra={**({} if memory_check else {"memory_check": False}),
-               **({"config": str(Path(config).resolve())} if config and loaded.source_kind == "single_file" else {})},
+    spec = RunSpec(
+        prompt=prompt, negative_prompt=negative, seed=seed, steps=steps, guidance=guidance, width=width,
+        height=height, scheduler=scheduler, device=device, dtype=dtype, bypass=names(bypass), capture=names(capture),
+        faults=names(faults), trace_depth=trace_depth, capture_attention=capture_attention,
+        extra={} if memory_check else {"memory_check": False},
     )
-    return execute_run(loaded, settings, Path(runs_dir) if runs_dir else default_runs_dir(), on_progress=on_progress)
+    return run_spec(source, spec, runs_dir=runs_dir, allow_pickle=allow_pickle, config=config,
+                    on_progress=on_progress)
+
+
+def run_spec(
+    source: Any,
+    spec: RunSpec | dict[str, Any],
+    *,
+    runs_dir: str | Path | None = None,
+    allow_pickle: bool = False,
+    config: str | Path | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """`run` from a RunSpec (or its dict: unknown keys refused) — what the CLI and the window build; the same
+    CONTRACT `run` dict. The spec's `source` and `device` become those of the pipeline actually loaded."""
+    from dataclasses import replace
+
+    from ghostviewer.engine.run.runner import execute_run
+
+    spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(spec)
+    loaded = _loaded(source, spec.device, spec.dtype, allow_pickle, config)
+    extra = dict(spec.extra)
+    if config and loaded.source_kind == "single_file":
+        extra["config"] = str(Path(config).resolve())
+    spec = replace(spec, device=loaded.device, source=loaded.source, extra=extra)
+    return execute_run(loaded, spec, Path(runs_dir) if runs_dir else default_runs_dir(), on_progress=on_progress)
 
 
 def replay(
@@ -141,7 +149,7 @@ def sweep(
     seeds: str | int | Iterable[int] = "0-9",
     *,
     source: Any = "demo",
-    steps: int = 20,
+    steps: int = DEFAULTS.steps,
     faults: Iterable[str] = (),
     bypass: Iterable[str] = (),
     resume: str | Path | None = None,
@@ -171,7 +179,7 @@ def baseline(
     prompts: str | Path | Iterable[Any] | None = None,
     seeds: str | int | Iterable[int] = "0-9",
     *,
-    steps: int = 20,
+    steps: int = DEFAULTS.steps,
     guidance: float | None = None,
     width: int | None = None,
     height: int | None = None,

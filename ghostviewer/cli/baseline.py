@@ -11,24 +11,19 @@ import argparse
 import sys
 from typing import Any
 
+from ghostviewer.cli.common import EXIT_OK, Parser, add_source, add_spec_options, print_json
+
 
 def add_baseline_parser(sub: Any) -> None:
-    from ghostviewer.cli import _add_source, _Parser
 
     baseline = sub.add_parser("baseline", help="build a pipeline's healthy baseline (drift and colour ranges)")
-    actions = baseline.add_subparsers(dest="baseline_command", parser_class=_Parser, required=True)
+    actions = baseline.add_subparsers(dest="baseline_command", parser_class=Parser, required=True)
     build = actions.add_parser("build", help="run healthy prompts × seeds and write the baseline beside the runs")
-    _add_source(build, required=True)
+    add_source(build, required=True)
     build.add_argument("--prompts", metavar="LIST", help="a prompt list (.txt, .csv, .jsonl, .json); "
                        "default for the demo pipeline: its own 24 prompts")
     build.add_argument("--seeds", default="0-9", metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
-    build.add_argument("--steps", type=int, default=20)
-    build.add_argument("--guidance", type=float, help="default: the pipeline family's usual guidance (7.5 for SD)")
-    build.add_argument("--width", type=int)
-    build.add_argument("--height", type=int)
-    build.add_argument("--scheduler")
-    build.add_argument("--dtype", help="float32|float16|bfloat16, or per component: float32,vae=float16")
-    build.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    add_spec_options(build, ("--steps", "--guidance", "--width", "--height", "--scheduler", "--dtype", "--device"))
     build.add_argument("--pairing", default="product", choices=["product", "zip"],
                        help="every prompt with every seed (default), or the i-th prompt with the i-th seed")
     build.add_argument("--runs-dir")
@@ -49,7 +44,6 @@ def _progress(quiet: bool):
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     from ghostviewer import api
-    from ghostviewer.cli import EXIT_OK, _print_json
 
     result = api.baseline(
         args.pipeline, args.prompts, args.seeds, steps=args.steps, guidance=args.guidance, width=args.width,
@@ -58,7 +52,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         on_progress=_progress(quiet=args.json or not sys.stderr.isatty()),
     )
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         print(f"baseline: {result['baseline']}")
         print(f"from {result['healthy']} healthy runs of {result['runs']} ({len(result['excluded'])} left out), "

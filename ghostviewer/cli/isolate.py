@@ -11,6 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ghostviewer.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, print_json
+
 
 def add_isolate_parser(sub: Any) -> None:
     isolate = sub.add_parser("isolate", help="save a module's real inputs, weights and a standalone repro; fuzz it")
@@ -48,7 +50,6 @@ def _print_text(result: dict[str, Any]) -> None:
 
 def cmd_isolate(args: argparse.Namespace) -> int:
     from ghostviewer import api
-    from ghostviewer.cli import EXIT_OK, EXIT_PROBLEM, UsageError, _print_json
 
     out = Path(args.output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):  # the user's files: never overwritten
@@ -57,7 +58,7 @@ def cmd_isolate(args: argparse.Namespace) -> int:
     result = api.isolate(args.run_dir, module=args.module, step=args.step, out=args.output, fuzz=args.fuzz,
                          allow_pickle=args.allow_pickle)
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         _print_text(result)
     return EXIT_PROBLEM if is_problem(result) else EXIT_OK

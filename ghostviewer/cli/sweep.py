@@ -11,23 +11,35 @@ import sys
 import time
 from typing import Any
 
+from ghostviewer.cli.common import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    SPEC_OPTIONS,
+    UsageError,
+    add_source,
+    add_spec_options,
+    flag_of,
+    print_json,
+)
+from ghostviewer.spec import DEFAULTS
+
+SWEEP_FLAGS = ("--steps", "--guidance", "--negative", "--scheduler", "--dtype", "--device", "--fault", "--bypass")
+DEFAULT_SEEDS = "0-9"
+
+
+def _default(flag: str) -> Any:
+    value = getattr(DEFAULTS, SPEC_OPTIONS[flag][0])
+    return list(value) if isinstance(value, tuple) else value
+
 
 def add_sweep_parser(sub: Any) -> None:
-    from ghostviewer.cli import _add_source
 
     sweep = sub.add_parser("sweep", help="run every prompt of a list with every seed; failure rates per prompt")
     sweep.add_argument("list_file", metavar="LIST_FILE", nargs="?",
                        help=".txt (one prompt a line, # comments), .csv, .jsonl or .json")
-    _add_source(sweep)
-    sweep.add_argument("--seeds", default="0-9", metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
-    sweep.add_argument("--steps", type=int, default=20)
-    sweep.add_argument("--guidance", type=float, help="default: the pipeline family's usual guidance (7.5 for SD)")
-    sweep.add_argument("--negative", default="")
-    sweep.add_argument("--scheduler")
-    sweep.add_argument("--dtype", help="float32|float16|bfloat16, or per component: float32,vae=float16")
-    sweep.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
-    sweep.add_argument("--fault", action="append", default=[], metavar="NAME")
-    sweep.add_argument("--bypass", action="append", default=[], metavar="MODULE[@START:END]")
+    add_source(sweep)
+    sweep.add_argument("--seeds", default=DEFAULT_SEEDS, metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
+    add_spec_options(sweep, SWEEP_FLAGS)
     sweep.add_argument("--ray", metavar="auto|local|ADDRESS",
                        help="run on Ray actors: 'auto' joins the running cluster (else starts one here), "
                        "'local' starts one here, or give a cluster address; --runs-dir must be shared by all nodes")
@@ -67,29 +79,27 @@ def describe_sweep(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# Flags whose values a resumed sweep takes from its record (their defaults here mean "not given").
-RECORDED_BY_THE_SWEEP = {"seeds": "0-9", "steps": 20, "guidance": None, "negative": "", "scheduler": None,
-                         "dtype": None, "device": "auto", "fault": [], "bypass": [], "fingerprints": False}
+# Options whose values a resumed sweep takes from its record (their defaults here mean "not given"), by dest.
+RECORDED_BY_THE_SWEEP = {"seeds": DEFAULT_SEEDS, **{SPEC_OPTIONS[flag][0]: _default(flag) for flag in SWEEP_FLAGS},
+                         "fingerprints": False}
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ghostviewer import api
-    from ghostviewer.cli import EXIT_OK, EXIT_PROBLEM, UsageError, _print_json
 
     if args.list_file is None and args.resume is None:
         raise UsageError("a LIST_FILE is needed (or --resume STUDY_DIR) (see 'ghostviewer sweep --help')")
     if args.resume is not None:
-        given = [f"--{name.replace('_', '-')}" for name, default in RECORDED_BY_THE_SWEEP.items()
-                 if getattr(args, name) != default]
+        given = [flag_of(name) for name, default in RECORDED_BY_THE_SWEEP.items() if getattr(args, name) != default]
         if given:  # silently running the recorded values instead would not be what the user asked for
             raise UsageError(f"--resume finishes the sweep with the seeds and settings it recorded; {', '.join(given)} "
                              "would change them: start a new sweep for other settings")
     result = api.sweep(
-        args.list_file, args.seeds, source=args.pipeline, steps=args.steps, faults=args.fault, bypass=args.bypass,
-        resume=args.resume, ray=args.ray, runs_dir=args.runs_dir, guidance=args.guidance, negative=args.negative,
+        args.list_file, args.seeds, source=args.pipeline, steps=args.steps, faults=args.faults, bypass=args.bypass,
+        resume=args.resume, ray=args.ray, runs_dir=args.runs_dir, guidance=args.guidance, negative=args.negative_prompt,
         scheduler=args.scheduler, dtype=args.dtype, device=args.device, config=args.config,
         allow_pickle=args.allow_pickle, fingerprints=args.fingerprints,
         on_progress=_progress(quiet=args.json and not sys.stderr.isatty()),
     )
-    _print_json(result) if args.json else print(describe_sweep(result))
+    print_json(result) if args.json else print(describe_sweep(result))
     return EXIT_PROBLEM if result["failed"] else EXIT_OK

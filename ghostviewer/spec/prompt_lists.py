@@ -9,6 +9,7 @@ the line it was found on, in one line a user can act on.
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ def _clean(item: Any, where: str) -> dict[str, Any]:
         item = {"prompt": item}
     if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
         raise PromptListError(f"{where}: each entry needs a 'prompt'")
+    _refuse_unknown(item, where)
     out: dict[str, Any] = {}
     for key, kind in KEYS.items():
         value = item.get(key)
@@ -45,6 +47,15 @@ def _clean(item: Any, where: str) -> dict[str, Any]:
         except (TypeError, ValueError) as exc:
             raise PromptListError(f"{where}: {key} {value!r} is not a valid {kind.__name__}") from exc
     return out
+
+
+def _refuse_unknown(keys: Any, where: str) -> None:
+    """A key the list format does not have is a typo (`negativ`) whose value would silently not be used."""
+    for key in keys:
+        if key not in KEYS:
+            near = difflib.get_close_matches(str(key), list(KEYS), n=1)
+            hint = f"did you mean {near[0]!r}?" if near else f"the keys are {', '.join(KEYS)}"
+            raise PromptListError(f"{where}: unknown key {key!r} ({hint})")
 
 
 def _lines(handle: IO[str], name: str) -> Iterator[tuple[int, str]]:
@@ -71,6 +82,7 @@ def _csv(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
     try:
         if "prompt" not in (reader.fieldnames or []):
             raise PromptListError(f"{name} line 1: no 'prompt' column")
+        _refuse_unknown(reader.fieldnames or [], f"{name} line 1")
         for row in reader:
             if None in row:  # more cells than the header names
                 raise PromptListError(f"{name} line {reader.line_num}: more cells than columns")

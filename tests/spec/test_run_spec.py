@@ -86,3 +86,18 @@ def test_updated_goes_through_the_same_checks() -> None:
     assert DEFAULTS.updated(steps=5).steps == 5
     with pytest.raises(SpecError, match="unknown setting"):
         DEFAULTS.updated(stepz=5)
+
+
+def test_prompt_list_columns_are_the_fields_rows_set(tmp_path) -> None:
+    from ghostviewer.spec.prompt_lists import KEYS, PromptListError, read_prompt_list
+    from ghostviewer.spec.run_spec import ROW_FIELDS
+
+    assert set(ROW_FIELDS) == set(KEYS)
+    bad = tmp_path / "list.jsonl"
+    bad.write_text('{"prompt": "a red circle"}\n{"prompt": "a blue star", "negativ": "red"}\n')
+    with pytest.raises(PromptListError, match=r"list.jsonl line 2: unknown key 'negativ' \(did you mean 'negative'\?\)"):
+        read_prompt_list(bad)
+    csv_list = tmp_path / "list.csv"
+    csv_list.write_text("prompt,sed\na red circle,3\n")
+    with pytest.raises(PromptListError, match=r"line 1: unknown key 'sed'"):
+        read_prompt_list(csv_list)

@@ -50,7 +50,7 @@ def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSpec]:
     """The record and the settings it was made with; GhostError (a usage error) when it is not a run."""
     try:
         record = RunRecord(run_dir)
-        settings = RunSpec.from_dict(dict(record.settings))
+        settings = RunSpec.from_record(dict(record.settings))
     except RecordError as exc:
         raise GhostError(str(exc)) from None
     except TypeError as exc:

@@ -59,7 +59,7 @@ class SweepSpec:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> SweepSpec:
         items: Items = params["list"] if params.get("list") else list(params.get("items") or [])
-        base = RunSpec.from_dict({"prompt": "", **(params.get("settings") or {})})
+        base = RunSpec.from_record({"prompt": "", **(params.get("settings") or {})})
         if params.get("config"):  # a single-file checkpoint's configs: every run records them (replay reloads so)
             base = replace(base, extra={**base.extra, "config": str(params["config"])})
         seeds = parse_seed_spec(str(params.get("seeds") or "0"))

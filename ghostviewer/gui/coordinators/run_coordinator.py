@@ -24,7 +24,6 @@ from ghostviewer.record import RecordError
 from ghostviewer.spec.prompt_lists import PromptListError, read_prompt_list
 
 log = logging.getLogger("ghostviewer.gui")
-LIST_KEYS = {"negative": "negative_prompt", "seed": "seed", "steps": "steps", "guidance": "guidance"}
 
 
 def same_path(a: str | None, b: str | None) -> bool:
@@ -61,9 +60,8 @@ class RunCoordinator(QObject):
             return []
         settings_list = []
         for item in items:
-            settings = self.prompt.take_settings(*self.pipeline.key(), prompt=item["prompt"])
-            settings.update({LIST_KEYS[k]: v for k, v in item.items() if k in LIST_KEYS})
-            settings_list.append(settings)
+            spec = self.prompt.take_spec(*self.pipeline.key()).with_row(item)  # the row's own values win
+            settings_list.append(spec.to_json())
         jobs = self.queue_many(settings_list)
         self.sigMessage.emit(messages.PROMPT_LIST_QUEUED.format(count=len(jobs), name=Path(path).name))
         return jobs

@@ -9,6 +9,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from ghostviewer.spec import DEFAULTS, RunSpec
+
 MAX_RANDOM_SEED = 2**32 - 1
 FIELDS = ("prompt", "negative", "seed", "seed_locked", "steps", "guidance", "width", "height", "scheduler",
           "fault")
@@ -50,7 +52,7 @@ class PromptModel(QObject):
         self.negative = ""
         self.seed = 0
         self.seed_locked = True  # unlocked: every queued run draws a fresh seed
-        self.steps = 20
+        self.steps = DEFAULTS.steps
         self.guidance = FAMILY_GUIDANCE  # the pipeline family's usual, as `ghostviewer run` without --guidance
         self.width = 0  # 0: the pipeline's native size
         self.height = 0
@@ -73,24 +75,28 @@ class PromptModel(QObject):
         self.update(seed=self._rng.randrange(0, MAX_RANDOM_SEED + 1))
         return self.seed
 
-    def take_settings(self, source: str, device: str, dtype: str, prompt: str | None = None) -> dict[str, Any]:
-        """The RunSpec dict for the next queued run (draws a new seed first when the seed is unlocked)."""
+    def take_spec(self, source: str, device: str, dtype: str, prompt: str | None = None) -> RunSpec:
+        """The RunSpec of the next queued run (draws a new seed first when the seed is unlocked)."""
         if not self.seed_locked:
             self.randomise_seed()
-        return {
-            "prompt": self.prompt if prompt is None else prompt,
-            "negative_prompt": self.negative,
-            "seed": int(self.seed),
-            "steps": int(self.steps),
-            "guidance": guidance_setting(self.guidance),
-            "width": int(self.width) or None,
-            "height": int(self.height) or None,
-            "scheduler": self.scheduler or None,
-            "device": device,
-            "dtype": dtype or None,
-            "source": source,
-            "faults": [self.fault] if self.fault else [],
-        }
+        return RunSpec(
+            prompt=self.prompt if prompt is None else prompt,
+            negative_prompt=self.negative,
+            seed=int(self.seed),
+            steps=int(self.steps),
+            guidance=guidance_setting(self.guidance),
+            width=int(self.width) or None,
+            height=int(self.height) or None,
+            scheduler=self.scheduler or None,
+            device=device,
+            dtype=dtype or None,
+            source=source,
+            faults=(self.fault,) if self.fault else (),
+        )
+
+    def take_settings(self, source: str, device: str, dtype: str, prompt: str | None = None) -> dict[str, Any]:
+        """take_spec as it goes over the engine's pipe (JSON, with its spec version)."""
+        return self.take_spec(source, device, dtype, prompt).to_json()
 
     def to_dict(self) -> dict[str, Any]:
         """What is remembered across launches: everything but the ghost."""
