@@ -23,9 +23,10 @@ import numpy as np
 from PIL import Image
 
 from ghostviewer.analysis.baseline_build import worst_excess
+from ghostviewer.analysis.baseline_store import recorded_channel_means
 from ghostviewer.demo import shapes
 from ghostviewer.engine.loading.pipelines import load_pipeline
-from ghostviewer.engine.loops.baseline_build import CHANNEL_MEANS, find_baseline
+from ghostviewer.engine.run.baseline_lookup import find_baseline
 from ghostviewer.engine.run.runner import execute_run
 from ghostviewer.record import RunRecord
 from ghostviewer.spec import RunSpec
@@ -40,10 +41,7 @@ def healthy_prompts(count: int, seed: int = 11) -> list[str]:
 
 def _headroom(result: dict[str, Any], baseline: Any, worst: dict[str, tuple[float, str]]) -> None:
     record = RunRecord(result["run_dir"])
-    try:
-        channels = record.tensors(CHANNEL_MEANS)
-    except KeyError:
-        channels = {}
+    channels = recorded_channel_means(record)
     image = np.asarray(Image.open(result["image"]).convert("RGB")) if result["image"] else None
     for check, (value, where) in worst_excess(baseline, record.stats(), channels, image).items():
         if value >= worst.get(check, (-1.0, ""))[0]:

@@ -32,13 +32,15 @@ from safetensors.numpy import save_file
 
 from benchmarks.false_alarms import healthy_prompts
 from ghostviewer.analysis.anomaly import AnomalyDetector
+from ghostviewer.analysis.baseline_store import recorded_channel_means
 from ghostviewer.analysis.verdict_context import verdict_in_context
 from ghostviewer.analysis.verdicts import image_verdict
 from ghostviewer.demo.baseline_prompts import baseline_prompts
 from ghostviewer.engine.faults import FAULTS
 from ghostviewer.engine.interventions.base import RunContext, applied
 from ghostviewer.engine.loading.pipelines import load_pipeline
-from ghostviewer.engine.loops.baseline_build import CHANNEL_MEANS, build_baseline, lookup_baseline
+from ghostviewer.engine.loops.baseline_build import build_baseline
+from ghostviewer.engine.run.baseline_lookup import lookup_baseline
 from ghostviewer.engine.run.runner import execute_run
 from ghostviewer.engine.tracing.channel_means import ChannelMeans
 from ghostviewer.engine.tracing.tracer import Tracer
@@ -73,10 +75,9 @@ def check_cost(loaded: Any, runs_dir: Path, rounds: int) -> dict[str, float]:
     walls = [execute_run(loaded, settings, runs_dir)["elapsed_s"] for _ in range(rounds)]
     result = execute_run(loaded, settings, runs_dir)
     record = RunRecord(result["run_dir"])
-    rows, channels = record.stats(), record.tensors(CHANNEL_MEANS)
+    rows, means = record.stats(), recorded_channel_means(record)
     baseline, _ = lookup_baseline(loaded, record.settings, runs_dir)
     image = np.asarray(Image.open(result["image"]).convert("RGB")).astype(np.float32) / 255.0
-    means = {tuple(name.split("/", 1)): values for name, values in channels.items()}
 
     def per_call(fn: Any, n: int = 20) -> float:
         started = time.perf_counter()

@@ -19,16 +19,15 @@ channel-subspace residual 0.08, colour statistics 0.06; 0 false alarms. The marg
 (DRIFT_MARGIN, CHANNEL_MARGIN: 6; COLOUR_MARGIN: 3) and well inside the silent ghosts' figures: a ×1.5 U-Net
 resnet leaves its std range by ≥ 8 from step 0, a stray decoder bias leaves the channel subspace by ≥ 23.
 A baseline is keyed by the pipeline's identity (weight hashes) and the settings that change the activations
-(SETTINGS_KEYS); it is stored as JSON (analysis/baseline_file.py), never pickle, and validated when loaded.
+(SETTINGS_KEYS); it is stored as JSON (analysis/baseline_file.py), never pickle, validated when loaded, and
+found and read once per file version by analysis/baseline_store.py.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,7 @@ from ghostviewer.analysis.image_stats import colour_stats
 from ghostviewer.record import StatRow
 
 __all__ = ["Baseline", "BaselineError", "Envelope", "Subspace", "baseline_key", "deviation_grid", "drift_by_module",
-           "finite_number", "recorded_baseline_key", "run_baseline"]
+           "finite_number"]
 
 FORMAT = "ghostviewer-baseline"
 VERSION = 1
@@ -53,8 +52,6 @@ MAX_BUCKETS = 20  # denoising steps are grouped into at most this many buckets
 DRIFT_MARGIN = 6.0  # module stats: healthy held-out worst 0.82 (see the module docstring)
 CHANNEL_MARGIN = 6.0  # per-channel means and their subspace residual: healthy held-out worst 0.58 / 0.08
 COLOUR_MARGIN = 3.0  # image colour statistics: healthy held-out worst 0.06
-BASELINES_FOLDER = "baselines"  # <runs_dir>/baselines/<key>.json (engine/loops/baseline_build.py writes there)
-CHANNEL_MEANS_TENSORS = "channel_means"  # a run's tensors file of per-channel means, 'phase/module' -> (C,)
 _Key = tuple[str, int | None, str]
 
 
@@ -230,64 +227,3 @@ def drift_by_module(rows: Iterable[StatRow], baseline: Baseline,
         if drift is not None:
             found[row.module] = Drift(float(drift[0]), drift[1], row.phase, row.step)
     return found
-
-
-def recorded_channel_means(record: Any) -> dict[tuple[str, str], np.ndarray]:
-    """A run record's per-channel means of encode/decode outputs, keyed (phase, module); {} when it has none."""
-    from ghostviewer.record import RecordError
-
-    try:
-        arrays = record.tensors(CHANNEL_MEANS_TENSORS)
-    except (RecordError, KeyError, OSError):
-        return {}
-    found: dict[tuple[str, str], np.ndarray] = {}
-    for name, values in arrays.items():
-        phase, sep, module = name.partition("/")
-        if sep:
-            found[(phase, module)] = values
-    return found
-
-
-def recorded_baseline_key(events: Iterable[Any]) -> str | None:
-    """The key of the baseline a run was judged against: its 'baseline' events carry it (None: none was used)."""
-    for event in events:
-        if getattr(event, "kind", None) != "baseline":
-            continue
-        key = (getattr(event, "data", None) or {}).get("baseline")
-        if isinstance(key, str) and re.fullmatch(r"[0-9a-f]{16}", key):
-            return key
-    return None
-
-
-def baseline_folders(run_dir: str | Path) -> list[Path]:
-    """Where a run's baseline may lie: `baselines/` in its runs folder (for a run inside a study,
-    `<runs_dir>/<study>/runs/<run>`, also the folders above), then the baselines the project ships."""
-    from ghostviewer.paths import resources_dir
-
-    parents = list(Path(run_dir).resolve().parents)[:3]
-    return [*(p / BASELINES_FOLDER for p in parents), resources_dir() / BASELINES_FOLDER]
-
-
-@functools.lru_cache(maxsize=8)
-def _load(path: str, _mtime_ns: int, _size: int) -> Baseline:
-    from ghostviewer.analysis.baseline_file import load_baseline  # it imports this module
-
-    return load_baseline(path)
-
-
-def run_baseline(run_dir: str | Path, key: str | None) -> Baseline | None:
-    """The baseline named `key` (recorded_baseline_key) as seen from a run, read once per file version; None when
-    there is no key, no such file or the file is not a usable baseline."""
-    if not key:
-        return None
-    for folder in baseline_folders(run_dir):
-        path = folder / f"{key}.json"
-        try:
-            stat = path.stat()
-            found = _load(str(path), stat.st_mtime_ns, stat.st_size)
-            return found if found.key == key else None
-        except OSError:
-            continue
-        except BaselineError:
-            return None
-    return None

@@ -41,12 +41,12 @@ class BaselineBuilder:
         self._channels: dict[_Key, list[np.ndarray]] = {}
 
     def add_run(self, rows: Iterable[StatRow], image: np.ndarray | None,
-                channel_means: Mapping[str, np.ndarray] | None = None,
+                channel_means: Mapping[tuple[str, str], np.ndarray] | None = None,
                 extra_image_stats: Mapping[str, float] | None = None) -> None:
         """One healthy run: its stat rows (any order), its final image (float [0, 1] or uint8) and the
-        per-channel means of its encode/decode outputs ('phase/module' -> (C,), as the runner records them)."""
-        for name, values in (channel_means or {}).items():
-            phase, _, module = name.partition("/")
+        per-channel means of its encode/decode outputs ((phase, module) -> (C,), as recorded_channel_means reads
+        them from a record)."""
+        for (phase, module), values in (channel_means or {}).items():
             vector = np.asarray(values, dtype=np.float64).reshape(-1)
             if vector.size and np.isfinite(vector).all():
                 self._channels.setdefault((phase, None, module), []).append(vector)
@@ -97,12 +97,13 @@ class BaselineBuilder:
                         channel_margin, colour_margin, {"runs": self.runs, **dict(meta or {})})
 
 
-def worst_excess(baseline: Baseline, rows: Iterable[StatRow], channel_means: Mapping[str, np.ndarray] | None,
-                 image: np.ndarray | None) -> dict[str, tuple[float, str]]:
+def worst_excess(baseline: Baseline, rows: Iterable[StatRow],
+                 channel_means: Mapping[tuple[str, str], np.ndarray] | None, image: np.ndarray | None
+                 ) -> dict[str, tuple[float, str]]:
     """How close a run comes to drifting, for calibration: per check ('module', 'channel', 'colour') the largest
     excess beyond the healthy extremes, in scale units (compare with the margins), and where it is."""
     worst = {"module": (0.0, ""), "channel": (0.0, ""), "subspace": (0.0, ""), "colour": (0.0, "")}
-    channels = {tuple(name.split("/", 1)): values for name, values in (channel_means or {}).items()}
+    channels = channel_means or {}
     for row in rows:
         if row.call != 0:
             continue

@@ -52,7 +52,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ghostviewer.analysis.anomaly import AnomalyDetector
-from ghostviewer.analysis.baseline import Baseline, recorded_baseline_key, run_baseline
+from ghostviewer.analysis.baseline import Baseline
+from ghostviewer.analysis.baseline_store import recorded_baseline_key, run_baseline
 from ghostviewer.analysis.bisect_plan import inside
 from ghostviewer.record import StatRow
 

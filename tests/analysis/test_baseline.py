@@ -48,7 +48,7 @@ def baseline():
     builder = BaselineBuilder(IDENTITY, SETTINGS)
     for i in range(40):
         combo = shapes.all_combos()[i * 7 % 280]
-        builder.add_run(_run(rng), _image(combo[1], combo[2]), {"encode/enc": rng.normal(0, 0.1, size=8)})
+        builder.add_run(_run(rng), _image(combo[1], combo[2]), {("encode", "enc"): rng.normal(0, 0.1, size=8)})
     return builder.build()
 
 

@@ -11,8 +11,9 @@ from ghostviewer.analysis.baseline_file import load_baseline
 from ghostviewer.cli import main
 from ghostviewer.demo.baseline_prompts import baseline_prompts
 from ghostviewer.engine.errors import GhostError
-from ghostviewer.engine.loops.baseline_build import build_baseline, find_baseline
+from ghostviewer.engine.loops.baseline_build import build_baseline
 from ghostviewer.engine.loops.recorded import wrap_pipeline
+from ghostviewer.engine.run.baseline_lookup import find_baseline
 from ghostviewer.engine.run.runner import execute_run
 from ghostviewer.record import RunRecord, StudyRecord
 from ghostviewer.spec import RunSpec

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from benchmarks.false_alarms import count_false_alarms, healthy_prompts
 from ghostviewer.analysis.baseline import CHANNEL_MARGIN, COLOUR_MARGIN, DRIFT_MARGIN
-from ghostviewer.engine.loops.baseline_build import SHIPPED_BASELINES
+from ghostviewer.analysis.baseline_store import SHIPPED_BASELINES
 
 
 def test_no_false_alarms_on_healthy_runs(demo_loaded, runs_dir: Path) -> None:

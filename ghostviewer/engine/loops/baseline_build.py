@@ -1,15 +1,9 @@
-"""Baselines on the engine side: building one from healthy runs (a `baseline` study) and finding the one a run uses.
-
-A baseline is keyed by the pipeline's identity (its weight hashes, recorded in every run's environment) and the
-settings that change its activations (analysis.baseline.SETTINGS_KEYS); it is looked for in
-`<runs_dir>/baselines/<key>.json`, then among the baselines the project ships (`resources/baselines/`, the demo
-pipeline's at its default settings). A pipeline object in memory has the weight hashes of the folder it was loaded
-from while it still holds that folder's weights (memory_identity.py); otherwise none, and no baseline.
+"""Building a baseline from healthy runs: a `baseline` study of healthy runs, the envelope built from those
+judged healthy, written to `<runs_dir>/baselines/<key>.json` (where engine/run/baseline_lookup.py finds it).
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -18,79 +12,18 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from ghostviewer.analysis.baseline import Baseline, BaselineError, baseline_key, settings_of
 from ghostviewer.analysis.baseline_build import BaselineBuilder
-from ghostviewer.analysis.baseline_file import load_baseline, save_baseline
+from ghostviewer.analysis.baseline_file import save_baseline
+from ghostviewer.analysis.baseline_store import BASELINES_FOLDER, recorded_channel_means
+from ghostviewer.analysis.envelope import BaselineError
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
-from ghostviewer.paths import resources_dir
+from ghostviewer.engine.run.baseline_lookup import identity_of, key_settings
+from ghostviewer.engine.run.runner import execute_run
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
 from ghostviewer.spec import RunSpec
 
-SHIPPED_BASELINES = resources_dir() / "baselines"  # the demo's, built by scripts/build_demo_baseline.py
-BASELINES_FOLDER = "baselines"
-CHANNEL_MEANS = "channel_means"  # the run record's tensors file the runner writes them to
 ProgressFn = Callable[[dict[str, Any]], None]
-
-
-def dtype_label(dtypes: dict[str, str]) -> str | None:
-    """'float32' when every component has that dtype, else 'text_encoder=float32,unet=float16,…'."""
-    kinds = set(dtypes.values())
-    if len(kinds) == 1:
-        return kinds.pop()
-    return ",".join(f"{name}={dtypes[name]}" for name in sorted(dtypes)) or None
-
-
-def identity_of(loaded: LoadedPipeline) -> dict[str, Any] | None:
-    """What names the pipeline's weights: its class and per-component weight hashes (None without hashes)."""
-    if not loaded.weight_hashes:
-        return None
-    return {"class": type(loaded.pipe).__name__, "weight_hashes": dict(sorted(loaded.weight_hashes.items()))}
-
-
-def key_settings(loaded: LoadedPipeline, settings: dict[str, Any]) -> dict[str, Any]:
-    """The baseline settings of a run's resolved settings (scheduler, steps, size, dtype as loaded, guidance)."""
-    out = settings_of(settings)
-    out["dtype"] = dtype_label(loaded.dtypes)
-    out["guidance"] = float(out["guidance"]) if out["guidance"] is not None else None
-    return out
-
-
-@functools.lru_cache(maxsize=8)
-def _load_cached(path: str, _mtime_ns: int, _size: int) -> Baseline:
-    return load_baseline(path)
-
-
-def lookup_baseline(
-    loaded: LoadedPipeline, settings: RunSpec | dict[str, Any], runs_dir: str | Path | None
-) -> tuple[Baseline | None, str]:
-    """(the matching baseline or None, a one-line note for the run's event log saying which or why none)."""
-    identity = identity_of(loaded)
-    if identity is None:
-        why = loaded.identity_note or "the pipeline has no weight hashes (a pipeline object in memory)"
-        return None, f"no baseline: {why}; drift and colour-range checks are off"
-    values = settings.to_dict() if isinstance(settings, RunSpec) else dict(settings)
-    key = baseline_key(identity, key_settings(loaded, values))
-    folders = [Path(runs_dir) / BASELINES_FOLDER] if runs_dir is not None else []
-    for folder in [*folders, SHIPPED_BASELINES]:
-        path = folder / f"{key}.json"
-        try:
-            stat = path.stat()
-        except OSError:
-            continue
-        try:
-            found = _load_cached(str(path), stat.st_mtime_ns, stat.st_size)
-            return found, f"using baseline {path} ({found.meta.get('runs', '?')} healthy runs)"
-        except BaselineError as exc:
-            return None, f"no baseline: {exc}"
-    return None, (f"no baseline for these settings (key {key}): drift and colour-range checks are off; "
-                  "build one with 'ghostviewer baseline build'")
-
-
-def find_baseline(loaded: LoadedPipeline, settings: RunSpec | dict[str, Any],
-                  runs_dir: str | Path | None) -> Baseline | None:
-    """The baseline matching this pipeline and these (resolved) settings, or None."""
-    return lookup_baseline(loaded, settings, runs_dir)[0]
 
 
 def baseline_jobs(prompts: Sequence[str], seeds: Sequence[int], pairing: str = "product") -> list[tuple[str, int]]:
@@ -108,13 +41,6 @@ def baseline_jobs(prompts: Sequence[str], seeds: Sequence[int], pairing: str = "
 def _final_image(record: RunRecord) -> np.ndarray | None:
     path = record.image_path("final")
     return None if path is None else np.asarray(Image.open(path).convert("RGB"))
-
-
-def _channel_means(record: RunRecord) -> dict[str, np.ndarray]:
-    try:
-        return record.tensors(CHANNEL_MEANS)
-    except (RecordError, KeyError, OSError):
-        return {}
 
 
 def build_baseline(
@@ -136,8 +62,6 @@ def build_baseline(
     """Run healthy runs (a `baseline` study), build the envelope from those judged healthy, and write it to
     `<runs_dir>/baselines/<key>.json`. Returns {"baseline", "key", "runs", "healthy", "excluded", …}.
     `dtype`: the spec the pipeline was loaded with (recorded in each run, so a replay reloads it the same way)."""
-    from ghostviewer.engine.run.runner import execute_run  # the runner imports this module
-
     identity = identity_of(loaded)
     if identity is None:
         raise GhostError("a baseline needs a pipeline loaded from disk (its weight hashes name it); "
@@ -176,7 +100,7 @@ def build_baseline(
                 if builder is None:
                     builder = BaselineBuilder(identity, key_settings(loaded, dict(record.settings)))
                 clip = (result["verdict"].get("scores") or {}).get("clip_score")
-                builder.add_run(record.stats(), _final_image(record), _channel_means(record),
+                builder.add_run(record.stats(), _final_image(record), recorded_channel_means(record),
                                 None if clip is None else {"clip_score": float(clip)})
             emit({"event": "baseline_run", "done": done, "total": len(jobs), "verdict": label,
                   "run_dir": result["run_dir"]})

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from ghostviewer.analysis.baseline import recorded_channel_means
+from ghostviewer.analysis.baseline_store import recorded_channel_means
 from ghostviewer.analysis.symptom import Symptom, is_healthy, verdict_label
 from ghostviewer.engine.loops.recorded import PipelineCache
 from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run

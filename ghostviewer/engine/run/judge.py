@@ -16,12 +16,13 @@ from torch import nn
 
 from ghostviewer.analysis.anomaly import AnomalyDetector
 from ghostviewer.analysis.baseline import Baseline
+from ghostviewer.analysis.baseline_store import CHANNEL_MEANS_TENSORS
 from ghostviewer.analysis.prompt_check import MIN_STEPS
 from ghostviewer.analysis.verdict_context import verdict_in_context
 from ghostviewer.analysis.verdicts import image_verdict
 from ghostviewer.engine.loading.memory_identity import folder_of
 from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR, LoadedPipeline
-from ghostviewer.engine.loops.baseline_build import CHANNEL_MEANS, lookup_baseline
+from ghostviewer.engine.run.baseline_lookup import lookup_baseline
 from ghostviewer.engine.run.clip_score import clip_score, find_local_clip
 from ghostviewer.engine.tracing.channel_means import ChannelMeans
 from ghostviewer.spec import RunSpec
@@ -85,7 +86,7 @@ class RunJudge:
         """The per-channel means into the record: a baseline built later can use this run."""
         arrays = self.channels.arrays()
         if arrays:
-            writer.save_tensors(CHANNEL_MEANS, arrays)
+            writer.save_tensors(CHANNEL_MEANS_TENSORS, arrays)
 
     def verdict(self, image: np.ndarray, prompt: str, writer: Any = None) -> dict[str, Any]:
         """The image verdict in context; a late note (a local CLIP model that fails) goes to `writer`."""

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ghostviewer.analysis.baseline_store import channel_means_tensors
 from ghostviewer.engine.interventions.base import RunContext
 from ghostviewer.engine.tracing.blocks import phase_of
 from ghostviewer.engine.tracing.stats import first_tensor
@@ -73,4 +74,4 @@ class ChannelMeans:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The means as a record's tensors: 'phase/module' -> (C,) float32."""
-        return {f"{phase}/{module}": values for (phase, module), values in self.values.items()}
+        return channel_means_tensors(self.values)

@@ -9,13 +9,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from ghostviewer.analysis.baseline import (
-    Drift,
-    drift_by_module,
-    recorded_baseline_key,
-    recorded_channel_means,
-    run_baseline,
-)
+from ghostviewer.analysis.baseline import Drift, drift_by_module
+from ghostviewer.analysis.baseline_store import recorded_baseline_key, recorded_channel_means, run_baseline
 from ghostviewer.record import RecordError
 from ghostviewer.spec.bypass import StepRange, format_steps, parse_steps
 

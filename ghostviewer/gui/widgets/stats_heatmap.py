@@ -15,7 +15,8 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from ghostviewer.analysis.baseline import deviation_grid, recorded_baseline_key, run_baseline
+from ghostviewer.analysis.baseline import deviation_grid
+from ghostviewer.analysis.baseline_store import recorded_baseline_key, run_baseline
 from ghostviewer.analysis.stat_grid import (
     HEATMAP_STATS,
     StatGrid,
