@@ -86,7 +86,7 @@ def test_sweep_recording_keeps_verdict_and_first_anomaly(demo_loaded, runs_dir: 
     fingerprints; statistics still go in at every step, so the judgement — loud, silent (drift against the
     baseline) or none — is that of a full run, and the two compare as the same run (by their statistics)."""
     from ghostviewer.analysis.compare import compare_runs
-    from ghostviewer.engine.loops.sweep import SWEEP_TENSORS_EVERY, run_one
+    from ghostviewer.engine.loops.sweep_spec import SWEEP_TENSORS_EVERY, run_one
 
     cases = (("red circle", "short-prompt-attention", 0, 6), (PROMPTS[1], "nan-latents", 17, 6),
              (PROMPTS[0], "scaled-block", 3, 20), (PROMPTS[0], None, 1, 6))

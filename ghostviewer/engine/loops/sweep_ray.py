@@ -15,7 +15,9 @@ from typing import Any
 
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.sweep_jobs import SweepJob
+from ghostviewer.engine.loops.sweep_spec import SweepSpec, run_one
 from ghostviewer.engine.run.runner import CancelToken
+from ghostviewer.spec import RunSpec
 
 Results = Iterator[tuple[SweepJob, dict[str, Any]]]
 
@@ -57,7 +59,6 @@ class SweepWorker:
         import torch
 
         from ghostviewer.engine.loading.pipelines import load_pipeline
-        from ghostviewer.engine.loops.sweep import SweepSpec
 
         torch.set_num_threads(max(1, threads))
         self.spec = SweepSpec.from_params(params)
@@ -67,9 +68,6 @@ class SweepWorker:
         self.token = CancelToken()
 
     def run(self, job: SweepJob, runs_dir: str) -> dict[str, Any]:
-        from ghostviewer.engine.loops.sweep import run_one
-        from ghostviewer.spec import RunSpec
-
         settings = RunSpec.from_dict({**job.settings(self.spec.base).to_dict(), "source": self.loaded.source})
         return run_one(self.loaded, settings, Path(runs_dir), self.token, self.spec.tensors_every,
                        self.spec.fingerprints)
@@ -87,7 +85,8 @@ def _actors(ray: Any, params: dict[str, Any]) -> list[Any]:
     return [actor.remote(params, threads=1) for _ in range(count)]
 
 
-def ray_results(spec: Any, jobs: Iterable[SweepJob], runs_dir: Path, cancel: CancelToken, address: str) -> Results:
+def ray_results(spec: SweepSpec, jobs: Iterable[SweepJob], runs_dir: Path, cancel: CancelToken,
+                address: str) -> Results:
     """Run the jobs on Ray actors, at most one in flight per actor; yields (job, run dict) as they finish."""
     ray = connect(address)
     actors = _actors(ray, {**spec.params(0), "list": None, "items": []})
