@@ -1,5 +1,8 @@
-"""Prompt lists dropped or opened in the window: .txt (one prompt a line, # comments), .csv (a `prompt`
-column; optional negative, seed, steps, guidance), .jsonl / .json (objects with the same keys, or strings).
+"""Prompt lists dropped or opened in the window or swept: .txt (one prompt a line, # comments; lines starting with
+`--` are AUTOMATIC1111 prompt-file lines, spec/a1111.py), .csv (a `prompt` column; optional negative, seed, steps,
+guidance, width, height, scheduler), .jsonl / .json (objects with the same keys, or strings). A prompt that is a
+dynamic-prompt template (`a {red|blue} circle`, `__colour__`) becomes one row per variant (spec/templates.py), and
+A1111 styles apply to every row (ListOptions).
 
 `iter_prompt_list` streams: it reads a line (or a .json array item) at a time, so a 100,000-line list is never
 held whole in memory. `read_prompt_list` is the same as a list, for small lists. Every error names the file and
@@ -10,15 +13,20 @@ from __future__ import annotations
 
 import csv
 import difflib
+import hashlib
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ghostviewer.spec.a1111 import apply_styles, is_a1111_line, parse_line, read_styles
 from ghostviewer.spec.errors import SpecError
+from ghostviewer.spec.templates import Expander, TemplateOptions, expand_rows, wildcard_folder
 
 PROMPT_LIST_SUFFIXES = (".txt", ".csv", ".jsonl", ".json")
-KEYS = {"prompt": str, "negative": str, "seed": int, "steps": int, "guidance": float}
+KEYS = {"prompt": str, "negative": str, "seed": int, "steps": int, "guidance": float, "width": int, "height": int,
+        "scheduler": str}
 _CHUNK = 1 << 16  # .json arrays are parsed from a buffer of this many characters, refilled as items are used
 _MAX_ITEM = 1 << 20  # one .json entry longer than this is not a prompt: an error, not a reason to read on
 
@@ -70,9 +78,15 @@ def _lines(handle: IO[str], name: str) -> Iterator[tuple[int, str]]:
 
 
 def _txt(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
-    for _, line in _lines(handle, name):
+    for number, line in _lines(handle, name):
         text = line.strip()
-        if text and not text.startswith("#"):
+        if not text or text.startswith("#"):
+            continue
+        if is_a1111_line(text):
+            row = parse_line(text, f"{name} line {number}")
+            styles = row.pop("styles", None)
+            yield {**_clean(row, f"{name} line {number}"), **({"styles": styles} if styles else {})}
+        else:
             yield {"prompt": text}
 
 
@@ -181,9 +195,58 @@ def _json(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
 _READERS = {".txt": _txt, ".csv": _csv, ".jsonl": _jsonl, ".json": _json}
 
 
-def iter_prompt_list(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The list's entries one at a time ({"prompt", and any of negative/seed/steps/guidance}), streamed."""
+@dataclass(frozen=True)
+class ListOptions:
+    """How a list's rows are read beyond its own text: A1111 styles to apply, and how templates expand."""
+
+    styles_file: Path | None = None  # an A1111 styles.csv
+    styles: tuple[str, ...] = ()  # style names applied to every row (`--style NAME`), before a row's own
+    templates: TemplateOptions = field(default_factory=TemplateOptions)
+
+
+def iter_prompt_list(path: str | Path, options: ListOptions | None = None, *, expander: Expander | None = None
+                     ) -> Iterator[dict[str, Any]]:
+    """The list's entries one at a time ({"prompt", and any of negative/seed/steps/guidance/width/height/
+    scheduler}), streamed: templates expanded, styles applied. `expander`: one to reuse (its provenance)."""
     path = Path(path)
+    options = options or ListOptions()
+    try:
+        styles = read_styles(options.styles_file) if options.styles_file else None
+    except SpecError as exc:
+        raise PromptListError(str(exc)) from None
+    if options.styles and styles is None:
+        raise PromptListError(f"--style {options.styles[0]} needs the styles file it is in (--styles-file)")
+    try:
+        expander = expander or Expander(options.templates, wildcard_folder(path, options.templates))
+        rows = expand_rows(_read_rows(path), expander, path.name)
+        for row in apply_styles(rows, styles or {}, options.styles) if styles is not None else rows:
+            if "styles" in row:
+                raise PromptListError(f"{path.name}: the row of {row['prompt']!r} names the styles "
+                                      f"{row['styles']!r}: give the styles file they are in (--styles-file FILE)")
+            yield row
+    except PromptListError:
+        raise
+    except SpecError as exc:  # an A1111 line, a style or a template: one kind of error for every reader of lists
+        raise PromptListError(str(exc)) from None
+
+
+def freeze_prompt_list(path: str | Path, options: ListOptions | None = None
+                       ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every row, read once, and where they came from: what a sweep keeps in its study so that a resumed sweep runs
+    the same rows (templates expanded, styles applied) whatever happens to the files since."""
+    options = options or ListOptions()
+    expander = Expander(options.templates, wildcard_folder(Path(path), options.templates))
+    rows = list(iter_prompt_list(path, options, expander=expander))
+    provenance: dict[str, Any] = {"list": str(path), "rows": len(rows)}
+    if expander.templates:
+        provenance["templates"] = expander.provenance()
+    if options.styles_file:
+        provenance["styles"] = {"file": str(options.styles_file), "applied": list(options.styles),
+                                "sha256": hashlib.sha256(Path(options.styles_file).read_bytes()).hexdigest()}
+    return rows, provenance
+
+
+def _read_rows(path: Path) -> Iterator[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix not in PROMPT_LIST_SUFFIXES:
         raise PromptListError(f"{path.name} is not a prompt list ({', '.join(PROMPT_LIST_SUFFIXES)})")
@@ -205,11 +268,11 @@ def iter_prompt_list(path: str | Path) -> Iterator[dict[str, Any]]:
             raise PromptListError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
 
 
-def count_prompt_list(path: str | Path) -> int:
+def count_prompt_list(path: str | Path, options: ListOptions | None = None) -> int:
     """How many entries the list holds, every one checked (streamed: any error is raised before a sweep starts)."""
-    return sum(1 for _ in iter_prompt_list(path))
+    return sum(1 for _ in iter_prompt_list(path, options))
 
 
-def read_prompt_list(path: str | Path) -> list[dict[str, Any]]:
+def read_prompt_list(path: str | Path, options: ListOptions | None = None) -> list[dict[str, Any]]:
     """The whole list at once: for small lists (the GUI's queue); sweeps stream with iter_prompt_list."""
-    return list(iter_prompt_list(path))
+    return list(iter_prompt_list(path, options))

@@ -26,9 +26,10 @@ EXTRA_KEYS = ("memory_check", "config")  # kept in `extra` so records made befor
 # The call's kind and inputs: written into a record only when they differ from a plain text-to-image call of one
 # image, so records (and comparisons between them) of such calls read exactly as they always have.
 CALL_FIELDS = {"kind": "text2img", "batch": 1, "generator_device": "cpu", "strength": None}
-# Prompt-list columns (CONTRACT: prompt, negative, seed, steps, guidance) and the fields they set.
+# Prompt-list columns (CONTRACT: prompt, negative, seed, steps, guidance; and width, height, scheduler) and the
+# fields they set.
 ROW_FIELDS = {"prompt": "prompt", "negative": "negative_prompt", "seed": "seed", "steps": "steps",
-              "guidance": "guidance"}
+              "guidance": "guidance", "width": "width", "height": "height", "scheduler": "scheduler"}
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class RunSpec:
         return cls.from_dict(data, strict=False)
 
     def with_row(self, row: Mapping[str, Any]) -> RunSpec:
-        """This spec with a prompt-list row's values (`negative`, `seed`, `steps`, `guidance`) put in."""
+        """This spec with a prompt-list row's values (ROW_FIELDS: `negative`, `seed`, `steps`, …) put in."""
         return replace(self, **{ROW_FIELDS[key]: value for key, value in row.items() if key in ROW_FIELDS})
 
     def updated(self, **changes: Any) -> RunSpec:

@@ -95,7 +95,8 @@ def test_prompt_list_columns_are_the_fields_rows_set(tmp_path) -> None:
     assert set(ROW_FIELDS) == set(KEYS)
     bad = tmp_path / "list.jsonl"
     bad.write_text('{"prompt": "a red circle"}\n{"prompt": "a blue star", "negativ": "red"}\n')
-    with pytest.raises(PromptListError, match=r"list.jsonl line 2: unknown key 'negativ' \(did you mean 'negative'\?\)"):
+    near = r"list.jsonl line 2: unknown key 'negativ' \(did you mean 'negative'\?\)"
+    with pytest.raises(PromptListError, match=near):
         read_prompt_list(bad)
     csv_list = tmp_path / "list.csv"
     csv_list.write_text("prompt,sed\na red circle,3\n")

@@ -1,7 +1,8 @@
 """The runs a sweep makes: every prompt of a list × every seed of a spec, planned lazily (no torch here).
 
-An entry of the list that names its own `seed` runs with that seed only; its `negative`, `steps` and `guidance`
-override the sweep's. A run's key in the sweep study is its prompt, seed and overrides: what resume skips.
+An entry of the list that names its own `seed` runs with that seed only; its other values (`negative`, `steps`,
+`guidance`, `width`, `height`, `scheduler`: spec.run_spec.ROW_FIELDS) override the sweep's.
+A run's key in the sweep study is its prompt, seed and overrides: what resume skips.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.spec import RunSpec
 from ghostviewer.spec.checks import SettingsError, check_values
 from ghostviewer.spec.prompt_lists import PromptListError, iter_prompt_list
+from ghostviewer.spec.run_spec import ROW_FIELDS
 from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
 
-OVERRIDES = {"negative": "negative_prompt", "steps": "steps", "guidance": "guidance"}
+# A row's own values that override the sweep's (its seed replaces the seed spec instead).
+OVERRIDES = {key: field for key, field in ROW_FIELDS.items() if key not in ("prompt", "seed")}
 Items = str | Path | Iterable[dict[str, Any] | str]
 
 
