@@ -106,6 +106,26 @@ class RunRecord(StoreRecord):
         return self._meta_object("first_anomaly")
 
     @property
+    def call(self) -> dict[str, Any] | None:
+        """A watched call as it was made (pipeline class, kind, keywords, generators…); None for GhostViewer's own."""
+        return self._meta_object("call")
+
+    @property
+    def verdicts(self) -> list[dict[str, Any]]:
+        """The verdict of each image: a batch's own list, else the one verdict (none before it is judged)."""
+        value = self._meta_value("verdicts")
+        if isinstance(value, list):
+            return [v for v in value if isinstance(v, dict)]
+        verdict = self.verdict
+        return [] if verdict is None else [verdict]
+
+    @property
+    def sample_anomalies(self) -> list[dict[str, Any] | None]:
+        """Where each image of a batch first showed NaN/Inf (None: never); [] for a run of one image."""
+        value = self._meta_value("sample_anomalies")
+        return [v if isinstance(v, dict) else None for v in value] if isinstance(value, list) else []
+
+    @property
     def fingerprint_kind(self) -> str:
         """How this run's fingerprints were made (record.types.FINGERPRINT_KIND); "sum" for older runs."""
         return str(self.environment.get("fingerprint") or "sum")

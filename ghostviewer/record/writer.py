@@ -67,8 +67,11 @@ class RunWriter(StoreWriter):
     # -- creation ---------------------------------------------------------------------------------
     @classmethod
     def create(
-        cls, runs_dir: Path, settings: dict[str, Any], environment: dict[str, Any], run_id: str | None = None
+        cls, runs_dir: Path, settings: dict[str, Any], environment: dict[str, Any], run_id: str | None = None,
+        call: dict[str, Any] | None = None,
     ) -> RunWriter:
+        """`call`: a watched call as it was made (engine/watch/call_record.py), kept beside the settings; runs that
+        GhostViewer made itself have none, and read as they always have."""
         meta = {
             "settings": settings,
             "environment": environment,
@@ -77,6 +80,8 @@ class RunWriter(StoreWriter):
             "elapsed_s": None,
             "error": None,
         }
+        if call is not None:
+            meta["call"] = call
         path, conn, lock = cls._create_store(runs_dir, run_id, "", meta)
         (path / "tensors").mkdir(exist_ok=True)
         (path / "images").mkdir(exist_ok=True)
@@ -189,6 +194,12 @@ class RunWriter(StoreWriter):
     def set_verdict(self, verdict: dict[str, Any], first_anomaly: dict[str, Any] | None) -> None:
         """Record the verdict and first anomaly (committed at once)."""
         self._set_meta(verdict=verdict, first_anomaly=first_anomaly)
+        self.conn.commit()
+
+    def set_samples(self, verdicts: list[dict[str, Any]], anomalies: list[dict[str, Any] | None]) -> None:
+        """A batch's verdict per image and where each image first showed NaN/Inf (None: never); committed at once.
+        `verdict` stays the worst of them."""
+        self._set_meta(verdicts=verdicts, sample_anomalies=anomalies)
         self.conn.commit()
 
     def finish(self, status: str, elapsed_s: float, error: str | None = None) -> None:

@@ -8,6 +8,7 @@ For pipelines without `callback_on_step_end` (PixArt), `on_step` is called after
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -33,11 +34,13 @@ class PipelineProbes:
         on_x0: Callable[[torch.Tensor], None],
         on_initial: Callable[[torch.Tensor], None],
         on_step: Callable[[Any, torch.Tensor], None] | None = None,
+        thread: int | None = None,
     ) -> None:
         self._on_x0 = on_x0
         self._on_initial = on_initial
         self._on_step = on_step  # (timestep, latents after the step): the step-callback fallback
         self._patches: list[AttributePatch] = []
+        self._thread = thread  # set: only that thread's calls are probed (a watched pipeline shared by threads)
 
     def apply(self, ctx: RunContext) -> None:
         pipe = ctx.pipe
@@ -45,9 +48,12 @@ class PipelineProbes:
         scheduler = pipe.scheduler
         step = scheduler.step
         adapter = adapter_for(pipe)
+        owner = self._thread
 
         def probed_prepare_latents(*args: Any, **kwargs: Any) -> Any:
             latents = prepare_latents(*args, **kwargs)
+            if owner is not None and threading.get_ident() != owner:
+                return latents
             tensor = latents[0] if isinstance(latents, tuple) else latents
             ctx.record_tensor("pipeline.prepare_latents", tensor, phase="denoise")
             self._on_initial(tensor)
@@ -56,6 +62,8 @@ class PipelineProbes:
         def probed_step(
             model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any
         ) -> Any:
+            if owner is not None and threading.get_ident() != owner:
+                return step(model_output, timestep, sample, *args, **kwargs)
             ctx.record_tensor("pipeline.noise_pred", model_output, phase="denoise")
             out = step(model_output, timestep, sample, *args, **kwargs)
             x0 = adapter.x0(scheduler, model_output, timestep, sample, out)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -121,6 +122,16 @@ def _tree_signature(pipe: object) -> int:
     return hash(tuple(ids))
 
 
+def _not_finite(stats: object) -> bool:
+    """Whether queued stats count a NaN or an Inf: finished (a tuple) or raw CPU sums (a list). Statistics still on
+    an accelerator are not known until the step's harvest: those samples are named from the images instead."""
+    if type(stats) is tuple:
+        return bool(stats[5] or stats[6])  # type: ignore[index]
+    if type(stats) is list:
+        return bool(stats[4] or stats[5])
+    return False
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     name = _DTYPE_NAMES.get(dtype)
     if name is None:
@@ -148,6 +159,14 @@ class Tracer:
         # middle of long work (a slow step, the VAE decode), so a crash there loses only the last 0.1 s of steps.
         self.deadline: float | None = None  # time.perf_counter() value
         self.on_deadline: Callable[[], None] = lambda: None
+        # A watched pipeline may be called from several threads at once: `thread` set, the hooks record only that
+        # thread's work. Set before hooks() is entered.
+        self.thread: int | None = None
+        # Images the call makes, when more than one: an output with NaN/Inf in it is then counted per sample (only
+        # then, so a healthy batch pays nothing), naming where each sample first went bad.
+        self.samples: int | None = None
+        self.sample_firsts: dict[int, dict[str, Any]] = {}
+        self.first_nonfinite: tuple[tuple[str, int | None], list[int]] | None = None  # ((module, step), counts)
 
     @property
     def attached(self) -> bool:
@@ -179,9 +198,12 @@ class Tracer:
         key = (path, step)
         call = self._calls.get(key, 0)
         self._calls[key] = call + 1
-        self._pending.append((path, phase, step, call, self._seq, tuple(tensor.shape), _dtype_name(tensor.dtype),
-                              *hook_stats(tensor, self._fingerprints)))
+        entry = (path, phase, step, call, self._seq, tuple(tensor.shape), _dtype_name(tensor.dtype),
+                 *hook_stats(tensor, self._fingerprints))
+        self._pending.append(entry)
         self._seq += 1
+        if self.samples is not None and _not_finite(entry[7]):
+            self._count_samples(path, phase, step, tensor)
         if captured:
             grid = token_grid(tensor.shape[1], self.latent_hw) if tensor.ndim == 3 and phase == "denoise" else None
             fmap = downsample_feature_map(tensor, self.config.capture_size, self.config.capture_channels, grid)
@@ -192,6 +214,32 @@ class Tracer:
             self.deadline = None
             self.on_deadline()
 
+    def _count_samples(self, path: str, phase: str, step: int | None, tensor: torch.Tensor) -> None:
+        """NaN/Inf counts of one output per sample. With classifier-free guidance the batch holds each sample twice
+        ([unconditional…, conditional…]): batch index j is sample j mod N. A batch that is not a multiple of N (the
+        text encoder's, one per prompt) names no sample."""
+        n = int(self.samples or 0)
+        batch = int(tensor.shape[0]) if tensor.ndim else 0
+        counts: list[int] | None = None
+        nans: list[int] = []
+        if n > 0 and batch and batch % n == 0:
+            flat = tensor.detach().reshape(batch, -1)
+            nans = torch.isnan(flat).sum(1).reshape(batch // n, n).sum(0).tolist()
+            infs = torch.isinf(flat).sum(1).reshape(batch // n, n).sum(0).tolist()
+            counts = [a + b for a, b in zip(nans, infs, strict=True)]
+        if self.first_nonfinite is None:
+            self.first_nonfinite = ((path, step), counts or [])
+        for sample, count in enumerate(counts or []):
+            if count and sample not in self.sample_firsts:
+                self.sample_firsts[sample] = {"phase": phase, "step": step, "module": path,
+                                              "kind": "nan" if nans[sample] else "inf"}
+        if counts is not None and len(self.sample_firsts) == n:
+            self.samples = None  # every sample named: the rest of the call pays nothing more
+
+    def sample_report(self, images: int) -> list[dict[str, Any] | None]:
+        """Where each sample first showed NaN/Inf (None: never), for a call of `images` images."""
+        return [self.sample_firsts.get(i) for i in range(images)]
+
     def _inside_bypass(self, path: str, step: int | None) -> bool:
         return any(path.startswith(spec.module + ".") and spec.active_at(step) for spec in self.muted)
 
@@ -200,6 +248,17 @@ class Tracer:
             return self._dual_stream_hook(path)
 
         phase, captured, record = self._phase_of(path), self._captured(path), self._record
+        owner = self.thread
+        if owner is not None:
+            get_ident = threading.get_ident
+
+            def owned_hook(_module: nn.Module, _args: tuple, output: object) -> None:
+                if get_ident() == owner:
+                    tensor = first_tensor(output)
+                    if tensor is not None:
+                        record(path, phase, tensor, captured)
+
+            return owned_hook
 
         def hook(_module: nn.Module, _args: tuple, output: object) -> None:
             tensor = first_tensor(output)
@@ -213,6 +272,8 @@ class Tracer:
         text_path = f"{path}#text"
 
         def hook(module: nn.Module, _args: tuple, output: object) -> None:
+            if self.thread is not None and threading.get_ident() != self.thread:
+                return
             image, text = self.adapter.streams(module, output)
             if image is not None:
                 self.record(path, image)
