@@ -81,6 +81,8 @@ def test_the_heat_map_draws_the_deviation_from_the_baseline(qtbot, drift_runs: d
     qtbot.waitUntil(lambda: heat.grid is not None and not heat.loading, timeout=10_000)
     assert heat.stat.findText(BASELINE_Z) >= 0
     heat.stat.setCurrentText(BASELINE_Z)
+    assert heat.loading  # the baseline z is read off the GUI thread
+    qtbot.waitUntil(lambda: not heat.loading, timeout=10_000)
     grid, rgba = heat.grid, np.asarray(heat.image.image)
     assert rgba.shape[:2] == grid.bad.shape
     assert len(np.unique(rgba.reshape(-1, rgba.shape[-1]), axis=0)) > 8  # not one colour: the |z| vary

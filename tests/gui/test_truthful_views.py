@@ -115,15 +115,19 @@ def test_a_decoded_nan_step_is_magenta(win, real_runs: dict, qtbot) -> None:  # 
         "VAE decode"].title.text
 
 
-def test_run_event_search_matches_word_prefixes(win, real_runs: dict) -> None:  # noqa: ANN001
+def test_run_event_search_matches_word_prefixes(win, real_runs: dict, qtbot) -> None:  # noqa: ANN001
     win.state.opener.open_run(real_runs["nan"])
     view = win.run_events
-    view.search.setText("dra ini")  # "… draws NaN initial latents"
-    assert len(view.events) == 1 and "initial" in view.events[0].message
-    view.search.setText('"initial latents"')  # FTS syntax of one's own is kept
-    assert len(view.events) == 1
-    view.search.setText("zzz")
-    assert view.events == []
+
+    def events(query: str) -> list:
+        view.search.setText(query)
+        qtbot.waitUntil(lambda: not view.loading, timeout=5000)  # read off the GUI thread
+        return view.events
+
+    found = events("dra ini")  # "… draws NaN initial latents"
+    assert len(found) == 1 and "initial" in found[0].message
+    assert len(events('"initial latents"')) == 1  # FTS syntax of one's own is kept
+    assert events("zzz") == []
 
 
 def test_history_rows_of_real_runs(win, real_runs: dict) -> None:  # noqa: ANN001

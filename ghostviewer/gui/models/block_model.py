@@ -1,6 +1,7 @@
 """The pipeline's blocks and what the user ticked on them: bypass (with an optional step range), capture; the
-first anomaly of the shown run and the blocks whose outputs drift out of the baseline it was judged by; and the
-module in focus (shared by the tree, the heat map and the feature maps)."""
+first anomaly of the shown run and the blocks whose outputs drift out of the baseline it was judged by (read off
+the GUI thread: drift_marks on a Worker); and the module in focus (shared by the tree, the heat map and the
+feature maps)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.analysis.baseline import Drift, drift_by_module
 from ghostviewer.analysis.baseline_store import recorded_baseline_key, recorded_channel_means, run_baseline
+from ghostviewer.gui.link.worker import Worker
 from ghostviewer.record import RecordError
 from ghostviewer.spec.bypass import StepRange, format_steps, parse_steps
 
@@ -43,7 +45,8 @@ format_range = format_steps
 def drift_marks(record: Any, modules: list[str] | None = None) -> dict[str, str]:
     """{module: 'drift: std z=9.6 at step 0'} for a run's modules (`modules`: only these) whose outputs leave the
     envelope of the baseline the run recorded it was judged by (read as JSON, analysis/baseline.py); the first
-    anomaly keeps the figure the run recorded. {} when the run used no baseline or it cannot be read now."""
+    anomaly keeps the figure the run recorded. {} when the run used no baseline or it cannot be read now.
+    A worker thread calls this."""
     if record is None:
         return {}
     marks: dict[str, str] = {}
@@ -71,7 +74,7 @@ class BlockModel(QObject):
     driftChanged = Signal()  # the shown run's drifting blocks
     moduleSelected = Signal(str)
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, *, synchronous: bool = False) -> None:
         super().__init__(parent)
         self.blocks: list[BlockInfo] = []
         self.bypass: dict[str, StepRange] = {}
@@ -80,6 +83,9 @@ class BlockModel(QObject):
         self.anomaly = ""
         self.drift: dict[str, str] = {}  # block -> 'drift: std z=9.6 at step 0', for the shown run
         self.selected = ""
+        self._drift_run: str | None = None  # the run whose drift marks are shown, or being read
+        self._drifts = Worker(1, latest=True, synchronous=synchronous, what="reading the drift marks", parent=self)
+        self._drifts.answered.connect(self._on_drift)
 
     def set_blocks(self, blocks: list[dict[str, Any]]) -> None:
         """The engine's `blocks` event payload; ticks on blocks the new pipeline lacks are dropped."""
@@ -140,10 +146,28 @@ class BlockModel(QObject):
             self.driftChanged.emit()
 
     def show_run(self, record: Any) -> None:
-        """The shown run (a RunRecord, None: none): its first anomaly and its drifting blocks."""
+        """The shown run (a RunRecord, None: none): its first anomaly now, its drifting blocks once read
+        (driftChanged); another run's marks are cleared at once."""
         anomaly = (record.first_anomaly if record is not None else None) or {}
         self.set_anomaly(str(anomaly.get("module") or ""))
-        self.set_drift(drift_marks(record, [b.module for b in self.blocks] or None))
+        run = None if record is None else str(record.path)
+        if run != self._drift_run:
+            self._drift_run = run
+            self.set_drift({})
+        if record is None:
+            self._drifts.cancel()
+            return
+        modules = [b.module for b in self.blocks] or None
+        self._drifts.submit(run, lambda _task: drift_marks(record, modules))  # the newest wins
+
+    @property
+    def drift_loading(self) -> bool:
+        """The shown run's drift marks are being read."""
+        return self._drifts.busy
+
+    def _on_drift(self, run: Any, marks: Any) -> None:
+        if run == self._drift_run:
+            self.set_drift(marks if isinstance(marks, dict) else {})  # a failure: the log has it
 
     def select(self, module: str) -> None:
         if module != self.selected:

@@ -8,24 +8,22 @@ thread; the per-step |A−B| image is computed when both steps are in.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, SignalInstance
+from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.analysis.compare import Column, comparable_stats, compare_records, delta_grid
 from ghostviewer.gui import messages
 from ghostviewer.gui.data.step_data import StepData, read_rgb
+from ghostviewer.gui.link.worker import Worker
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.record import RecordError, RunRecord
 
-log = logging.getLogger("ghostviewer.gui")
 DELTA_STATS = ("std", "absmax", "mean")
 
 
@@ -92,30 +90,10 @@ def load_comparison(run_a: str, run_b: str, stat: str = "std") -> Comparison:
         modules, columns, deltas, differs, final_a, final_b, final_diff, gain)
 
 
-class _Read(QRunnable):
-    def __init__(self, work: Callable[[], Any], done: SignalInstance) -> None:
-        super().__init__()
-        self._work, self._done = work, done
-
-    def run(self) -> None:
-        try:
-            result: Any = self._work()
-        except (RecordError, OSError, ValueError) as exc:
-            result = exc
-        except Exception as exc:  # noqa: BLE001 - a worker always answers; the log keeps the traceback
-            log.exception("comparing two runs failed")
-            result = exc
-        try:
-            self._done.emit(result)
-        except RuntimeError:  # the model is gone
-            pass
-
-
 class CompareModel(QObject):
     opened = Signal()  # a comparison was asked for (the window raises the Compare dock)
     comparisonChanged = Signal()  # `comparison` was (re)read; None with `error` set when it could not be
     stepDiffChanged = Signal()  # the |A−B| image of the shown step
-    _sigRead = Signal(object)
 
     def __init__(self, timeline: TimelineModel | None = None, blocks: BlockModel | None = None,
                  parent: QObject | None = None, *, synchronous: bool = False) -> None:
@@ -133,9 +111,9 @@ class CompareModel(QObject):
         self.step_b: StepData | None = None
         self.step_diff: np.ndarray | None = None
         self.step_gain = 1.0
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(1)
-        self._sigRead.connect(self._on_read, Qt.ConnectionType.QueuedConnection)
+        self._worker = Worker(1, latest=True, synchronous=synchronous, what="comparing two runs",
+                              expected=(RecordError, OSError, ValueError), parent=self)
+        self._worker.answered.connect(self._on_read)
         self.timeline_a.stepChanged.connect(self._follow)
 
     # -- opening ----------------------------------------------------------------------------------
@@ -190,21 +168,17 @@ class CompareModel(QObject):
     def _read(self, run_a: str, run_b: str, focus: bool) -> None:
         self.pending, self._focus = (run_a, run_b), focus
         stat = self.stat
-        job = _Read(lambda: (run_a, run_b, load_comparison(run_a, run_b, stat)), self._sigRead)
-        if self.synchronous:
-            job.run()
-        else:
-            self._pool.start(job)
+        self._worker.synchronous = self.synchronous
+        self._worker.submit((run_a, run_b), lambda _task: load_comparison(run_a, run_b, stat))  # the newest wins
 
-    def _on_read(self, result: Any) -> None:
+    def _on_read(self, pair: Any, result: Any) -> None:
+        if self.pending != pair:
+            return  # another pair was asked for meanwhile
         if isinstance(result, Exception):
             self.pending = None
             self._fail(str(result))
             return
-        run_a, run_b, comparison = result
-        if self.pending != (run_a, run_b):
-            return  # another pair was asked for meanwhile
-        self.pending, self.comparison, self.error = None, comparison, ""
+        self.pending, self.comparison, self.error = None, result, ""
         self.comparisonChanged.emit()
         if self._focus:
             self.go_to_divergence()
@@ -265,8 +239,7 @@ class CompareModel(QObject):
         self.stepDiffChanged.emit()
 
     def shutdown(self, timeout_ms: int = 2000) -> None:
-        self._pool.clear()
-        self._pool.waitForDone(timeout_ms)
+        self._worker.shutdown(timeout_ms)
 
 
 def step_image(data: StepData | None) -> np.ndarray | None:

@@ -16,7 +16,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ghostviewer.analysis.stat_grid import stat_value
-from ghostviewer.gui.models.step_data_model import Worker
+from ghostviewer.gui.link.worker import Worker
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.record import RecordError, RunRecord, StatRow
 
@@ -218,7 +218,7 @@ class StatSeries(QObject):
                 self._steps_read.update(missing)
                 return
         self._reading = True
-        self._worker.submit((self._shown, kind), work)
+        self._worker.submit((self._shown, kind), lambda _task: work())
 
     def _on_read(self, tag: tuple[int, str], result: object) -> None:
         (shown, kind), self._reading = tag, False

@@ -5,29 +5,27 @@ the GUI thread as one read-only StepData (stepLoaded). One read at a time, the n
 user has moved past are dropped; a small LRU cache serves the steps seen lately. Views attach themselves: while
 none of them is on screen (a dock closed or behind another tab) nothing is read, and a view that comes back
 asks for the step then (ready()). The attention maps "over the run" are summed as steps pass by and the steps
-never shown are read once per run, in the background. Its Worker (plain functions run off the GUI thread, their
-answers handed back on it) serves the other models that read a record: the stat series and the stat grid.
+never shown are read once per run, in the background, on the GUI's one Worker (gui/link/worker.py).
 DrawWhenShown (draw a view only while it is on screen, else once it is back) and ShownStep (the same for a view
 of the selected step) are the one way views bind to what they show.
 """
 
 from __future__ import annotations
 
-import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, QRunnable, Qt, QThreadPool, QTimer, Signal, SignalInstance
+from PySide6.QtCore import QEvent, QObject, QTimer, Signal
 from PySide6.QtWidgets import QDockWidget, QWidget
 
 from ghostviewer.gui.data.attention_data import AttentionRun, read_attention
 from ghostviewer.gui.data.step_data import NO_STEP, StepData, StepKey, load_step_data
+from ghostviewer.gui.link.worker import Task, Worker
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.record import RunRecord
 
-log = logging.getLogger("ghostviewer.gui")
 CACHE_STEPS = 8
 
 
@@ -105,60 +103,6 @@ class DrawWhenShown(QObject):
     def _on_shown(self) -> None:
         if self.stale:
             self.draw()
-
-
-def _call(work: Callable[[], Any], what: str) -> Any:
-    try:
-        return work()
-    except Exception as exc:  # noqa: BLE001 - a worker must always answer; the log keeps the traceback
-        log.exception("%s failed", what)
-        return exc
-
-
-class _Job(QRunnable):
-    def __init__(self, work: Callable[[], Any], done: SignalInstance) -> None:
-        super().__init__()
-        self._work, self._done = work, done
-
-    def run(self) -> None:
-        result = self._work()
-        try:
-            self._done.emit(result)
-        except RuntimeError:  # the model was deleted meanwhile
-            pass
-
-
-class Worker(QObject):
-    """Runs plain functions off the GUI thread, `threads` at a time, and hands each answer back on the GUI thread
-    as answered(tag, result); a function that raised answers its exception (the log keeps the traceback).
-    synchronous: run in the calling thread and answer before returning (tests). Its models decide what to read
-    and drop the answers they no longer want."""
-
-    answered = Signal(object, object)  # (the tag given to submit, the function's result or exception)
-    _sigDone = Signal(object)  # (tag, result) from a pool thread
-
-    def __init__(self, threads: int = 1, *, synchronous: bool = False, what: str = "a read",
-                 parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.synchronous, self.what = synchronous, what
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(threads)
-        self._sigDone.connect(self._on_done, Qt.ConnectionType.QueuedConnection)
-
-    def submit(self, tag: object, work: Callable[[], Any]) -> None:
-        if self.synchronous:
-            self.answered.emit(tag, _call(work, self.what))
-        else:
-            what = self.what
-            self._pool.start(_Job(lambda: (tag, _call(work, what)), self._sigDone))
-
-    def _on_done(self, message: tuple[object, Any]) -> None:
-        self.answered.emit(*message)
-
-    def shutdown(self, timeout_ms: int = 2000) -> None:
-        """Drop queued work and wait for the running functions."""
-        self._pool.clear()
-        self._pool.waitForDone(timeout_ms)
 
 
 class StepDataModel(QObject):
@@ -268,9 +212,9 @@ class StepDataModel(QObject):
             return  # one read at a time: when it ends, the newest wish is read
         record, look_for_decode = self.record, not self.live
         self._loading = key
-        self._submit("step", key, lambda: load_step_data(record, key[1], key[2], look_for_decode))  # type: ignore[arg-type]
+        self._submit("step", key, lambda _task: load_step_data(record, key[1], key[2], look_for_decode))  # type: ignore[arg-type]
 
-    def _submit(self, kind: str, key: object, work: Callable[[], Any]) -> None:
+    def _submit(self, kind: str, key: object, work: Callable[[Task], Any]) -> None:
         self._worker.synchronous = self.synchronous
         self._worker.submit((kind, key), work)
 
@@ -313,7 +257,7 @@ class StepDataModel(QObject):
         if missing and self.record is not None and not self._attention_loading:
             record = self.record
             self._attention_loading = True
-            self._submit("attention", str(record.path), lambda: read_attention(record, missing))
+            self._submit("attention", str(record.path), lambda _task: read_attention(record, missing))
         return self._attention.mean(layer, tokens)
 
     @property

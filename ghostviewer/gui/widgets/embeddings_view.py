@@ -1,7 +1,8 @@
 """The prompt's token embeddings in 2-D: a scatter (pyqtgraph) with each point labelled by its token, the input
 embeddings or the text encoder's final hidden states, projected by PCA (UMAP / t-SNE when installed); the
-method actually used is shown. Bound to TimelineModel (follows the shown run); reads and projects nothing while
-hidden (a dock behind another tab), and catches up when shown.
+method actually used is shown. Bound to TimelineModel (follows the shown run); the prompt's tensors are read and
+projected off the GUI thread (a Worker: UMAP and t-SNE take seconds), nothing while hidden (a dock behind another
+tab), and it catches up when shown.
 
 Labels never overlap: each goes above, below, right or left of its point, wherever it covers no other label and
 no point, and is hidden where no place is free (words before ⟨start⟩/⟨end⟩); they are placed again when the view
@@ -10,6 +11,7 @@ is zoomed, panned or resized. Hovering a point lists every token under the curso
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -18,13 +20,16 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from ghostviewer.analysis.projection import available_methods, project_2d
 from ghostviewer.gui.data.attention_data import prompt_tokens, tile_label
+from ghostviewer.gui.dialogs.error_reporter import one_line
+from ghostviewer.gui.link.worker import Worker
 from ghostviewer.gui.models.step_data_model import DrawWhenShown
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import BACKGROUND
-from ghostviewer.record import RecordError
+from ghostviewer.record import RecordError, RunRecord
 
 SOURCES = {"input embeddings": "input_embeddings", "final hidden states": "last_hidden_state"}
 NO_PROMPT = "No prompt embeddings in this run (the pipeline has no tokenizer or text encoder)."
+NOT_PROJECTED = "Could not project the embeddings by {method}: {message}"
 MARKER_PX = 9
 LABEL_GAP_PX = 2
 
@@ -55,6 +60,15 @@ def place_labels(points: np.ndarray, sizes: np.ndarray, view: Sequence[float], m
         if spot is not None:
             taken.append(np.array([[spot[0], spot[1], spot[0] + w, spot[1] + h]]))
     return placed
+
+
+def read_prompt(record: RunRecord) -> tuple[dict[str, np.ndarray], list[tuple[str, int]]]:
+    """The run's prompt tensors and its tokens (label, id); ({}, []) when it recorded none (a worker calls this)."""
+    try:
+        tensors = record.tensors("prompt")
+    except (KeyError, RecordError):
+        return {}, []
+    return tensors, prompt_tokens(record) if tensors else []
 
 
 class EmbeddingsView(QWidget):
@@ -95,6 +109,10 @@ class EmbeddingsView(QWidget):
         self._tensors: dict[str, np.ndarray] = {}
         self._tokens: list[tuple[str, int]] = []
         self._read_for: tuple[str | None, str] | None = None  # (run, status) the prompt was read for
+        self._reading_prompt = False
+        self._projecting: tuple[Any, ...] | None = None  # (run and status, source, method) being projected
+        self._worker = Worker(1, latest=True, what="projecting the prompt embeddings", parent=self)
+        self._worker.answered.connect(self._on_answer)
         self.drawing = DrawWhenShown(self, self._draw)  # drawn while on screen, else once back on it
         changed = self.drawing.changed
         self.source.currentTextChanged.connect(lambda _t: changed())
@@ -103,38 +121,64 @@ class EmbeddingsView(QWidget):
         timeline.statusChanged.connect(changed)  # a live run writes its prompt after it opened
         changed()
 
+    @property
+    def loading(self) -> bool:
+        """The prompt is being read or projected (tests wait on it)."""
+        return self._reading_prompt or self._projecting is not None
+
     def _draw(self) -> None:
         if (self.timeline.run_dir, self.timeline.status) != self._read_for:
             self._on_run()
-        else:
+        elif not self._reading_prompt:  # else its answer draws, with the source and method chosen then
             self.redraw()
 
     def _on_run(self) -> None:
         record = self.timeline.record
         self._read_for = (self.timeline.run_dir, self.timeline.status)
-        try:
-            self._tensors = {} if record is None else record.tensors("prompt")
-        except (KeyError, RecordError):
-            self._tensors = {}
-        self._tokens = prompt_tokens(record) if record is not None and self._tensors else []
-        self.redraw()
+        if record is None:
+            self._reading_prompt, self._tensors, self._tokens = False, {}, []
+            self.redraw()
+            return
+        self._reading_prompt = True
+        self._worker.submit(("prompt", self._read_for), lambda _task: read_prompt(record))
 
     def redraw(self) -> None:
+        """Project the shown source by the chosen method (off the GUI thread); _show draws the points."""
+        vectors = self._tensors.get(SOURCES[self.source.currentText()])
+        if vectors is None or vectors.ndim != 2 or not len(vectors):
+            self._worker.cancel()
+            self._projecting = None
+            self._show(None, "", NO_PROMPT if self.timeline.record is not None else "No run shown.")
+            return
+        method = self.method.currentText()
+        self._projecting = (self._read_for, self.source.currentText(), method)
+        self.used.setText(f"{method.upper()}…")
+        self._worker.submit(("points", self._projecting), lambda _task: project_2d(vectors, method))
+
+    def _on_answer(self, tag: tuple[str, Any], result: Any) -> None:
+        kind, key = tag
+        if kind == "prompt" and key == self._read_for:
+            self._reading_prompt = False
+            self._tensors, self._tokens = result if isinstance(result, tuple) else ({}, [])
+            self.redraw()
+        elif kind == "points" and key == self._projecting:
+            self._projecting = None
+            if isinstance(result, Exception):
+                self._show(None, "", NOT_PROJECTED.format(method=key[2], message=one_line(result)))
+            else:
+                self._show(*result)
+
+    def _show(self, points: np.ndarray | None, used: str, message: str = "") -> None:
         for label in self.labels:
             self.plot.removeItem(label)
         self.labels, self._labelled = [], []
-        vectors = self._tensors.get(SOURCES[self.source.currentText()])
-        if vectors is None or vectors.ndim != 2 or not len(vectors):
-            self.points = None
-            self.scatter.clear()
-            self.used.setText("")
-            self.message.setText(NO_PROMPT if self.timeline.record is not None else "No run shown.")
-            self.message.setVisible(True)
-            return
-        self.message.setVisible(False)
-        points, used = project_2d(vectors, self.method.currentText())
-        self.points = points
+        self.message.setText(message)
+        self.message.setVisible(bool(message))
         self.used.setText(used.upper())
+        self.points = points
+        if points is None:
+            self.scatter.clear()
+            return
         finite = np.isfinite(points).all(axis=1)
         self.scatter.setData(pos=points[finite], data=np.flatnonzero(finite), tip=None)  # _on_hover: all of them
         for i, (x, y) in enumerate(points):

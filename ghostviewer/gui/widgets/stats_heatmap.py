@@ -1,7 +1,7 @@
 """The stats heat map: every traced module (rows, execution order: text encoder, denoiser, VAE) × the run's
 phases (columns: enc | the denoising steps | dec), coloured by one statistic (or "z (baseline)": |robust z| against
-the baseline the run was judged by); NaN/Inf cells red, the first anomaly outlined wherever it happened. A click
-moves the timeline's step and the module in focus (BlockModel).
+the baseline the run was judged by, read off the GUI thread when first shown); NaN/Inf cells red, the first
+anomaly outlined wherever it happened. A click moves the timeline's step and the module in focus (BlockModel).
 Step columns are the record's step indexes. The grid comes from a StatGridModel (read off the GUI thread, only
 while this view is on screen, not while the engine writes the run); this file draws it and handles the mouse."""
 
@@ -15,8 +15,6 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from ghostviewer.analysis.baseline import deviation_grid
-from ghostviewer.analysis.baseline_store import recorded_baseline_key, run_baseline
 from ghostviewer.analysis.stat_grid import (
     HEATMAP_STATS,
     StatGrid,
@@ -30,10 +28,10 @@ from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.stat_grid_model import StatGridModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import BACKGROUND
-from ghostviewer.record import RecordError
 
 HEATMAP_COLORMAP = "inferno"
 BASELINE_Z = "z (baseline)"  # |robust z| of each output against the shown run's baseline (analysis/baseline.py)
+READING_Z = f"reading the run's baseline for {BASELINE_Z}…"
 LABEL_PX = 11  # the height one module label needs
 COLUMN_LABEL_PX = 24  # the width one column label ("dec", "18") needs
 
@@ -88,6 +86,7 @@ class StatsHeatmap(QWidget):
         self.lut = pg.colormap.get(HEATMAP_COLORMAP).getLookupTable(nPts=256, alpha=False)
         self.data = StatGridModel(timeline, self, parent=self)
         self.data.gridChanged.connect(self._draw)
+        self.data.baselineZChanged.connect(self._draw)
         self.stat.currentTextChanged.connect(lambda _s: self._draw())
         self.log.toggled.connect(lambda _on: self._draw())
         self.jump.clicked.connect(self.jumpRequested)
@@ -121,7 +120,12 @@ class StatsHeatmap(QWidget):
             self.plot.setRange(xRange=(0, 20), yRange=(0, 1), padding=0.02)
             self._mark()
             return
-        values = self._baseline_z(grid) if stat == BASELINE_Z else grid_values(grid, stat)
+        z = self.data.baseline_z() if stat == BASELINE_Z else None  # None while read: baselineZChanged follows
+        reading = stat == BASELINE_Z and z is None
+        if stat != BASELINE_Z:
+            values = grid_values(grid, stat)
+        else:
+            values = np.full(grid.bad.shape, np.nan) if z is None else z
         rgba, (lo, hi) = grid_rgba(display_values(values, stat, self.log.isChecked()), grid.bad, self.lut)
         self.image.setImage(rgba, autoLevels=False, levels=(0, 255))
         columns = len(grid.columns)
@@ -133,25 +137,9 @@ class StatsHeatmap(QWidget):
         self.plot.setYRange(0, len(grid.modules), padding=0)
         scale = "log10 " if self.log.isChecked() and stat not in ("nan_count", BASELINE_Z) else ""
         unjudged = stat == BASELINE_Z and not np.isfinite(values).any()
-        self.info.setText(f"{BASELINE_Z}: this run was judged against no baseline" if unjudged else
-                          f"{scale}{stat}: {fmt(lo)} … {fmt(hi)} · red = NaN/Inf")
+        self.info.setText(READING_Z if reading else f"{BASELINE_Z}: this run was judged against no baseline"
+                          if unjudged else f"{scale}{stat}: {fmt(lo)} … {fmt(hi)} · red = NaN/Inf")
         self._mark()
-
-    def _baseline_z(self, grid: StatGrid) -> np.ndarray:
-        """|z| of each cell's output against the baseline the shown run was judged by (deviation_grid); NaN where
-        the baseline has no envelope (or the run had no baseline)."""
-        values = np.full(grid.bad.shape, np.nan)
-        record = self.timeline.record
-        try:
-            baseline = None if record is None else run_baseline(
-                record.path, recorded_baseline_key(record.events(kind="baseline")))
-        except RecordError:
-            baseline = None
-        if baseline is not None:
-            z = deviation_grid(grid.rows.values(), baseline)
-            for (i, j), row in grid.rows.items():
-                values[i, j] = z.get((row.module, row.step), np.nan)
-        return values
 
     def _label_columns(self) -> None:
         """enc and dec always; the step columns (their record index) every k-th, where they fit beside them."""

@@ -1,6 +1,6 @@
 """The images of the selected step: latent channels (colour-mapped), the cheap previews of x_t and of the
 predicted x0, a full VAE decode when asked for, and the final image. Bound to StepDataModel (the step) and
-TimelineModel (the run's final image, read off the GUI thread once per run and status). A step or final image
+TimelineModel (the run's final image, read on a Worker once per run and status). A step or final image
 the record cannot give (a garbage tensor file, an image outside the run's folder) is one line under the panes."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QThreadPool, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QWidget
 
 from ghostviewer.gui import messages
 from ghostviewer.gui.data.step_data import NO_STEP, NON_FINITE_RGBA, StepData, channel_mosaic, read_rgb
 from ghostviewer.gui.dialogs.error_reporter import one_line
+from ghostviewer.gui.link.worker import Worker
 from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import ImagePane
@@ -40,8 +40,6 @@ def read_final(record: RunRecord) -> tuple[np.ndarray | None, str]:
 
 
 class StepImages(QWidget):
-    _sigFinal = Signal(object, object)  # (run folder, status) it was read for, (the image or None, why not)
-
     def __init__(self, model: TimelineModel, data: StepDataModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model, self.data = model, data
@@ -64,7 +62,8 @@ class StepImages(QWidget):
         self.final_loading = False
         self.final_problem = ""  # why the final image is not shown ("" when it is, or none is recorded)
         self.shown: StepData = NO_STEP  # the step drawn now
-        self._sigFinal.connect(self._on_final)
+        self._final_reader = Worker(1, latest=True, what="reading the final image", parent=self)
+        self._final_reader.answered.connect(self._on_final)
         model.runChanged.connect(self._show_final)
         model.statusChanged.connect(self._show_final)
         self._show_final()
@@ -114,6 +113,7 @@ class StepImages(QWidget):
     def _show_final(self) -> None:
         record = self.model.record
         if record is None:
+            self._final_reader.cancel()
             self._final_for, self.final_loading, self.final_problem = None, False, ""
             self._set("final image", None)
             self._say()
@@ -125,18 +125,13 @@ class StepImages(QWidget):
             self.final_problem = ""
             self._say()
         self._final_for, self.final_loading = key, True
-        QThreadPool.globalInstance().start(lambda: self._read_final(key, record))
+        self._final_reader.submit(key, lambda _task: read_final(record))
 
-    def _read_final(self, key: tuple[str, str], record: RunRecord) -> None:
-        found = read_final(record)
-        try:
-            self._sigFinal.emit(key, found)  # queued to the GUI thread
-        except RuntimeError:  # the view is gone
-            pass
-
-    def _on_final(self, key: Any, found: tuple[np.ndarray | None, str]) -> None:
+    def _on_final(self, key: Any, found: Any) -> None:
         if key != self._final_for:
             return  # another run (or status) was asked for since
+        if isinstance(found, Exception):  # a bug of ours (the log has it): said like a refused image
+            found = (None, messages.FINAL_REFUSED.format(message=one_line(found)))
         image, problem = found
         self.final_loading = False
         self.final_problem = problem
