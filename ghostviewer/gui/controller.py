@@ -1,6 +1,7 @@
 """RunController: the facade the window and the path opener talk to. It composes the engine job scheduler
 (gui/link/job_scheduler.py: loads pipelines, runs queued jobs one at a time, ends every job) and one coordinator per
-long action (gui/coordinators/: runs, replays, bisections, opening studies), the A/B comparison (a replay that
+long action (gui/coordinators/: runs, replays, bisections, opening studies, isolating a module, bug reports the
+engine writes), the A/B comparison (a replay that
 diverges opens it at the first divergence), and keeps what needs the engine and the shown run together:
 decoding a step and the shown run's first anomaly. No widget here; the main window wires widgets to it.
 
@@ -18,6 +19,8 @@ from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.gui import messages
 from ghostviewer.gui.coordinators.bisect_coordinator import BisectCoordinator
+from ghostviewer.gui.coordinators.export_coordinator import ExportCoordinator
+from ghostviewer.gui.coordinators.isolate_coordinator import IsolateCoordinator
 from ghostviewer.gui.coordinators.replay_coordinator import ReplayCoordinator
 from ghostviewer.gui.coordinators.run_coordinator import RunCoordinator
 from ghostviewer.gui.coordinators.study_opener import StudyOpener
@@ -55,6 +58,8 @@ class RunController(QObject):
         self.compare = CompareModel(timeline, self.blocks, self)
         self.bisects = BisectCoordinator(engine, self.scheduler, timeline, self.blocks, history, reporter, self)
         self.studies = StudyOpener(self.compare, self.bisects, reporter, self)
+        self.isolates = IsolateCoordinator(engine, self)
+        self.exports = ExportCoordinator(engine, self.scheduler, reporter, self)
         self.scheduler.stateChanged.connect(self.sigEngineState)
         self.scheduler.jobEnded.connect(self.sigJobEnded)
         self.runs.sigMessage.connect(self.sigMessage)
@@ -62,6 +67,8 @@ class RunController(QObject):
         self.replays.replayChecked.connect(self._on_replay_checked)  # first: the comparison shows the original
         self.replays.replayChecked.connect(self.sigReplayChecked)
         self.bisects.sigMessage.connect(self.sigMessage)
+        self.isolates.sigMessage.connect(self.sigMessage)
+        self.exports.sigMessage.connect(self.sigMessage)
         self.bisects.stateChanged.connect(lambda state: self.set_engine_busy("bisect", state == "running"))
         self._made_with: dict[str, tuple[str, dict[str, Any]]] = {}  # bundle run → (run id, environment pipeline)
         self._gate_said = ""  # the last replay-gate line said in the status bar

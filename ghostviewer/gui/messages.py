@@ -86,3 +86,20 @@ REPLAY_WEIGHTS_MATCH = "Replay of {run_id} (from the bug report {bundle}): the l
 # The history's context menu.
 COMPARE_PICK_B = "Compare {run_id} with… click the other run in the history (Esc to cancel)."
 COMPARE_PICK_CANCELLED = "Compare cancelled."
+# Isolating a module (Blocks ▸ right-click ▸ Isolate this module…).
+ISOLATE_NO_RUN = "Open or run a run first: isolating re-runs it to capture the module's real inputs."
+ISOLATE_STARTED = "Isolating {module} into {folder} (re-run, repro and fuzz)…"
+ISOLATE_DONE = "Isolated {module}: {broken} of {total} fuzzed inputs break it; repro in {folder}."
+ISOLATE_FAILED = "Could not isolate {module}: {message}"
+ISOLATE_NO_ENGINE = "the engine is not running (Engine ▸ Restart engine)"
+# A bug report with the first bad module's inputs, written by the engine (it re-runs the run).
+EXPORT_INPUTS_STARTED = "Exporting the bug report to {path}: the engine re-runs the run for the module's inputs…"
+EXPORT_INPUTS_PROGRESS = "Exporting the bug report: re-running {run_id} to isolate {module}…"
+EXPORT_INPUTS_DONE = "Bug report saved with the inputs of {module}: {path} ({size})."
+EXPORT_INPUTS_NONE = "Bug report saved: {path} ({size}); no module inputs: {reason}"
+EXPORT_NO_ENGINE = "the engine is not running (Engine ▸ Restart engine), or untick the module's inputs"
+EXPORT_NO_FILE = "no file name"
+ENGINE_GONE = "the engine process stopped before it answered"
+# The engine process speaks another version of the pipe's protocol (an install of mixed versions).
+ENGINE_PROTOCOL = ("The engine process speaks protocol version {theirs} and this window version {ours}: the engine "
+                   "was stopped and sent nothing. Reinstall GhostViewer so that both come from the same version.")

@@ -44,4 +44,4 @@ def test_context_menu_isolates_the_block_and_shows_the_fuzz_table(window, gui_en
     assert [table.item(r, 1).text() for r in range(3)] == ["as recorded", "3", "9"]
     assert table.item(1, 0).background().color() == QColor(BROKEN)
     assert table.item(2, 0).background().color() != QColor(BROKEN)
-    assert window.isolate.pending == {}
+    assert window.state.controller.isolates.pending == {}

@@ -1,9 +1,9 @@
 """Blocks ▸ right-click ▸ Isolate this module…: ask for a folder, have the engine isolate and fuzz the module
-(`isolate` command), and show the fuzz table when `isolated` comes back, broken inputs in red."""
+(through the IsolateCoordinator: isolate_coordinator.py), and show the fuzz table when it is done, broken inputs
+in red."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,12 +12,8 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QDialog, QFileDialog, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-log = logging.getLogger("ghostviewer.gui")
+from ghostviewer.gui import messages
 
-NO_RUN = "Open or run a run first: isolating re-runs it to capture the module's real inputs."
-STARTED = "Isolating {module} into {folder} (re-run, repro and fuzz)…"
-DONE = "Isolated {module}: {broken} of {total} fuzzed inputs break it; repro in {folder}."
-FAILED = "Could not isolate {module}: {message}"
 BROKEN = QColor("#7a2020")
 COLUMNS = ("Vary", "Value", "NaN", "Inf", "Std", "Broken")
 
@@ -71,18 +67,20 @@ class IsolateAction(QObject):
         """`requests`: a signal carrying module paths (BlockTree.isolateRequested), connected to `request`."""
         super().__init__(parent)
         self.state, self.parent_widget = state, parent
+        self.coordinator = state.controller.isolates
         self.ask_folder = ask_folder or (lambda start: QFileDialog.getExistingDirectory(
             parent, "Isolate into folder", start))
-        self.pending: dict[int, str] = {}  # command id -> module
         self.dialog: IsolateDialog | None = None
-        state.engine.sigEvent.connect(self._on_event)
+        self.coordinator.isolated.connect(self._show)
         if requests is not None:
             requests.connect(self.request)
 
     def request(self, module: str) -> int | None:
+        """Ask where, then isolate `module` of the shown run at the shown step (the first anomaly's step for its
+        own module); the command's id, None when nothing was sent."""
         run_dir = self.state.timeline.run_dir
         if not run_dir:
-            self._say(NO_RUN)
+            self.state.controller.sigMessage.emit(messages.ISOLATE_NO_RUN)
             return None
         start = Path(self.state.history.runs_dir) / "isolated" / f"{Path(run_dir).name}-{module}"
         folder = self.ask_folder(str(start))
@@ -91,27 +89,10 @@ class IsolateAction(QObject):
         step = self.state.timeline.step
         if module == self.state.blocks.anomaly or step < 0:
             step = None  # the engine takes the first anomaly's step
-        ident = self.state.engine.send("isolate", run_dir=run_dir, module=module, step=step, out=folder, fuzz=True)
-        if ident >= 0:
-            self.pending[ident] = module
-            self._say(STARTED.format(module=module, folder=folder))
-        return ident
+        ident = self.coordinator.isolate(run_dir, module, step, folder)
+        return ident if ident >= 0 else None
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        module = self.pending.pop(event.get("id"), None) if event.get("event") in ("isolated", "error") else None
-        if module is None:
-            return
-        if event["event"] == "error":
-            self._say(FAILED.format(module=module, message=event.get("message")))
-            return
-        fuzz = event.get("fuzz") or {"broken": 0, "total": 0}
-        self._say(DONE.format(module=module, broken=fuzz["broken"], total=fuzz["total"], folder=event.get("out_dir")))
-        self.dialog = IsolateDialog(event, self.parent_widget)
+    def _show(self, result: dict[str, Any]) -> None:
+        self.dialog = IsolateDialog(result, self.parent_widget)
         self.dialog.show()
         self.sigDialog.emit(self.dialog)
-
-    def _say(self, text: str) -> None:
-        log.info(text)
-        status = getattr(self.parent_widget, "statusBar", None)
-        if callable(status):
-            status().showMessage(text, 15000)
