@@ -56,6 +56,7 @@ from ghostviewer.gui.window_layout import (
 )
 
 ENGINE_WORDS = {"stopped": "engine stopped — Engine ▸ Restart engine", "starting": "engine starting…",
+                "refused": "engine refused: another protocol version (see the message)",
                 "loading": "engine loading the pipeline…", "ready": "engine ready", "running": "engine running",
                 "bisecting": messages.ENGINE_BUSY.format(doing="bisecting"),
                 "sweeping": messages.ENGINE_BUSY.format(doing="sweeping"),

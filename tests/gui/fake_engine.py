@@ -1,5 +1,7 @@
 """A stand-in engine process speaking the real protocol (server.py's reader and emitter) with no torch: it
-writes synthetic runs through the real RunWriter. `python -m tests.gui.fake_engine` — fast GUI tests."""
+writes synthetic runs through the real RunWriter. `python -m tests.gui.fake_engine` — fast GUI tests.
+FAKE_ENGINE_PROTOCOL: the protocol version its `ready` announces (the real one by default); FAKE_ENGINE_COMMANDS:
+a file each command's name it receives is appended to."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ghostviewer.engine.server import Emitter, protocol_stream, read_commands
+from ghostviewer.engine.server import PROTOCOL_VERSION, Emitter, protocol_stream, read_commands
 from tests.gui.fake_runs import MODULES, write_fake_run
 
 STEP_DELAY_S = float(os.environ.get("FAKE_ENGINE_STEP_DELAY", "0.05"))
@@ -71,9 +73,14 @@ def main() -> int:
     session = FakeSession(emit)
     commands: queue.Queue[dict[str, Any]] = queue.Queue()
     threading.Thread(target=read_commands, args=(sys.stdin, commands, session, emit), daemon=True).start()
-    emit("ready", pid=os.getpid(), protocol=1, torch=None, threads=1, schedulers=["ddim", "euler"], faults=[])
+    protocol = int(os.environ.get("FAKE_ENGINE_PROTOCOL", PROTOCOL_VERSION))
+    emit("ready", pid=os.getpid(), protocol=protocol, torch=None, threads=1, schedulers=["ddim", "euler"], faults=[])
+    received = os.environ.get("FAKE_ENGINE_COMMANDS")
     while True:
         command = commands.get()
+        if received:
+            with open(received, "a", encoding="utf-8") as out:
+                out.write(command["cmd"] + "\n")
         if command["cmd"] == "quit":
             return 0
         session.handle(command)

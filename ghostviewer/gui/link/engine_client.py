@@ -1,7 +1,9 @@
 """The GUI's end of the pipe to the engine process: a QProcess, JSON lines both ways, events as Qt signals.
 
 No torch here: the engine process (ghostviewer.engine.server) owns it. If that process dies — segfault, OOM
-kill, `kill -9` — `sigEngineDied` says why and `restart()` brings a fresh one.
+kill, `kill -9` — `sigEngineDied` says why and `restart()` brings a fresh one. An engine whose `ready` announces
+another PROTOCOL_VERSION than this window's (an install of mixed versions) is refused: stopped, sent nothing,
+and `sigRefused` carries the line that says so (messages.ENGINE_PROTOCOL).
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from collections import deque
 from functools import partial
 from typing import Any
 
-from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, Signal
+from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
+
+from ghostviewer.gui import messages
 
 log = logging.getLogger("ghostviewer.engine")
 
 ENGINE_MODULE = "ghostviewer.engine.server"
 FROZEN_ENGINE_FLAG = "--engine-server"  # = ghostviewer.cli.ENGINE_SERVER_FLAG (not imported: the CLI is heavier)
 STOP_TIMEOUT_MS = 3000
+PROTOCOL_VERSION = 1  # the pipe's version this window speaks: = ghostviewer.engine.server.PROTOCOL_VERSION (a test)
 
 
 def describe_exit(exit_code: int, status: QProcess.ExitStatus) -> str:
@@ -33,7 +38,7 @@ def describe_exit(exit_code: int, status: QProcess.ExitStatus) -> str:
 
 
 class EngineClient(QObject):
-    sigStateChanged = Signal(str)  # stopped | starting | ready
+    sigStateChanged = Signal(str)  # stopped | starting | ready | refused (another protocol version)
     sigReady = Signal(dict)
     sigLoaded = Signal(dict)
     sigStarted = Signal(dict)
@@ -47,6 +52,7 @@ class EngineClient(QObject):
     sigEngineDied = Signal(str)  # why, in words
     sigLog = Signal(str)  # a line the engine wrote on stderr
     sigEvent = Signal(dict)  # every event, including those without a signal of their own ('isolated', …)
+    sigRefused = Signal(str)  # the engine speaks another protocol version: the line that says so
 
     def __init__(self, parent: QObject | None = None, program: str | None = None,
                  arguments: list[str] | None = None) -> None:
@@ -57,6 +63,7 @@ class EngineClient(QObject):
         self.arguments = arguments if arguments is not None else default
         self.state = "stopped"
         self.info: dict[str, Any] = {}  # the 'ready' event
+        self.refused = ""  # why the engine process was refused ("" when it was not)
         self._process: QProcess | None = None
         self._stopping = False
         self._out = bytearray()
@@ -99,7 +106,7 @@ class EngineClient(QObject):
         process.started.connect(partial(self._on_started, process))
         process.finished.connect(partial(self._on_finished, process))
         process.errorOccurred.connect(partial(self._on_error, process))
-        self._process, self._stopping = process, False
+        self._process, self._stopping, self.refused = process, False, ""
         self._out.clear()
         self._err.clear()
         self._stderr_tail.clear()
@@ -128,7 +135,7 @@ class EngineClient(QObject):
         if self._process is process:
             self._process = None
             self._pending.clear()
-            self._set_state("stopped")
+            self._set_state("refused" if self.refused else "stopped")
         process.deleteLater()
 
     def _set_state(self, state: str) -> None:
@@ -139,8 +146,8 @@ class EngineClient(QObject):
     # -- commands ---------------------------------------------------------------------------------
     def send(self, cmd: str, **fields: Any) -> int:
         """Write one command; returns the id its events will carry (-1 when no engine is running)."""
-        if self._process is None:
-            log.warning("no engine process to send %r to", cmd)
+        if self._process is None or self.refused:
+            log.warning("no engine process to send %r to%s", cmd, " (it was refused)" if self.refused else "")
             return -1
         self._next_id += 1
         line = (json.dumps({"cmd": cmd, "id": self._next_id, **fields}) + "\n").encode("utf-8")
@@ -177,6 +184,11 @@ class EngineClient(QObject):
             log.warning("engine: %s", text)
             return
         name = event.get("event") if isinstance(event, dict) else None
+        if self.refused:
+            return  # nothing a refused engine says is acted on
+        if name == "ready" and event.get("protocol") != PROTOCOL_VERSION:
+            self._refuse(event.get("protocol"))
+            return
         if name == "ready":
             self.info = event
             self._set_state("ready")
@@ -187,6 +199,20 @@ class EngineClient(QObject):
             target.emit(event)
         if isinstance(event, dict):
             self.sigEvent.emit(event)
+
+    def _refuse(self, theirs: Any) -> None:
+        """The engine speaks another protocol: say so once, send it nothing, and stop it (quit, which every
+        version understands, then killed if it lingers)."""
+        self.refused = messages.ENGINE_PROTOCOL.format(theirs=theirs, ours=PROTOCOL_VERSION)
+        log.error("refusing the engine process (pid %s): it announced protocol %r, this window speaks %d",
+                  self.pid, theirs, PROTOCOL_VERSION)
+        process = self._process
+        if process is not None:
+            self._stopping = True
+            self._pending.clear()
+            process.write(b'{"cmd": "quit"}\n')
+            QTimer.singleShot(STOP_TIMEOUT_MS, process, process.kill)  # a no-op once it ended
+        self.sigRefused.emit(self.refused)
 
     def _on_stderr(self, process: QProcess) -> None:
         if process is not self._process:

@@ -48,7 +48,8 @@ def job_key(job: Job) -> Key:
 
 
 class JobScheduler(QObject):
-    stateChanged = Signal(str)  # stopped | starting | loading | ready | running | bisecting | sweeping | exporting
+    stateChanged = Signal(str)  # stopped | refused | starting | loading | ready | running | bisecting | sweeping |
+    #                             exporting
     jobStarted = Signal(int, str)  # job id, its run folder (as the engine names it)
     jobStepped = Signal(int, int)  # job id, steps recorded so far
     jobEnded = Signal(int, str)  # job id, done | failed | cancelled — once per job, always
@@ -73,6 +74,7 @@ class JobScheduler(QObject):
         engine.sigFailed.connect(lambda event: self._on_run_end(event, "failed"))
         engine.sigError.connect(self._on_error)
         engine.sigEngineDied.connect(self._on_engine_died)
+        engine.sigRefused.connect(self.reporter.report)  # another protocol version: one line, nothing sent
         pipeline.wanted.connect(self.tick)
 
     # -- jobs -------------------------------------------------------------------------------------
@@ -197,7 +199,7 @@ class JobScheduler(QObject):
 
     def _mark_waiting(self) -> None:
         """Queued jobs say what holds them back ("waiting for the bisection"), and stop saying it after."""
-        if self.engine.state == "stopped":
+        if self.engine.state in ("stopped", "refused"):
             why = messages.JOB_WAITING_ENGINE
         else:
             why = messages.JOB_WAITING.format(work=HOLDS[self._holds[-1]][1]) if self._holds else ""
@@ -226,7 +228,7 @@ class JobScheduler(QObject):
             self.tick()
         elif state == "starting":
             self.pipeline.set_status("waiting")
-        elif state == "stopped":
+        elif state in ("stopped", "refused"):
             self._loaded_key = None  # a new process starts with nothing loaded
             if self._stopping is None and self._inflight is not None:
                 QTimer.singleShot(0, self._end_orphan)  # after sigEngineDied, which says why when it comes
