@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from ghostviewer.demo import shapes
-from ghostviewer.demo.evaluate import evaluate_demo, shape_classifier_accuracy
+from ghostviewer.demo.shape_check import shape_classifier_accuracy
+from ghostviewer.engine.loading.demo_model.evaluate import evaluate_demo
 
 
 def parse_args() -> argparse.Namespace:

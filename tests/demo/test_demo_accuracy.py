@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ghostviewer.demo import shapes
-from ghostviewer.demo.evaluate import make_grid, shape_classifier_accuracy
+from ghostviewer.demo.shape_check import shape_classifier_accuracy
+from ghostviewer.engine.loading.demo_model.evaluate import make_grid
 
 DEMO_PIPELINE = Path(__file__).resolve().parents[2] / "resources" / "demo-pipeline"
 SEEDS = (0, 1)
@@ -39,7 +40,7 @@ def demo_pipe():  # noqa: ANN201
 
 @pytest.fixture(scope="module")
 def held_out_result(demo_pipe) -> dict:  # noqa: ANN001
-    from ghostviewer.demo.evaluate import evaluate_demo
+    from ghostviewer.engine.loading.demo_model.evaluate import evaluate_demo
 
     combos = shapes.held_out_combos()
     assert len(combos) >= 24
@@ -80,7 +81,8 @@ def test_without_a_position_word_the_seed_changes_the_drawing(demo_pipe) -> None
     import numpy as np
     import torch
 
-    from ghostviewer.demo.evaluate import foreground_mask, to_uint8
+    from ghostviewer.analysis.image_stats import as_uint8
+    from ghostviewer.demo.shape_check import foreground_mask
 
     seeds = range(8)
     with torch.no_grad():
@@ -88,7 +90,7 @@ def test_without_a_position_word_the_seed_changes_the_drawing(demo_pipe) -> None
                            output_type="np", generator=[torch.Generator().manual_seed(s) for s in seeds]).images
     centres, masks = [], []
     for image in images:
-        mask = foreground_mask(to_uint8(image), "purple")
+        mask = foreground_mask(as_uint8(image), "purple")
         ys, xs = np.nonzero(mask)
         assert len(xs) > 40, "no shape drawn"
         centres.append((xs.mean() / 64, ys.mean() / 64))
