@@ -234,8 +234,12 @@ def export(
     pipeline: Any = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     allow_pickle: bool = False,
+    issue: bool = False,
 ) -> dict[str, Any]:
     """Write a bug-report bundle of one run folder or several: `{"bundle", "size", "runs"}`.
+
+    `issue`: also write ISSUE.md (what goes wrong, a diffusers-only reproduction, the first anomaly, this machine's
+    `env`) and reproduce.py into the bundle, ready to paste into an upstream issue.
 
     `with_inputs`: the first bad tensor together with the inputs of the module that produced it — each run whose
     first anomaly is in a module is re-run here (torch) to isolate that module at that step (as `isolate` does),
@@ -247,7 +251,11 @@ def export(
     from ghostviewer.record.bundle import export_bundle
 
     dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
-    options = {"include_tensors": include_tensors, "include_feature_maps": include_feature_maps}
+    options: dict[str, Any] = {"include_tensors": include_tensors, "include_feature_maps": include_feature_maps}
+    if issue:
+        from ghostviewer.system_info import format_report
+
+        options["issue_env"] = format_report(env())
     if not with_inputs:
         return export_bundle(dirs, path, **options)
     import tempfile
@@ -301,6 +309,15 @@ def _isolate_first_anomalies(
             continue
         isolated[record.run_id] = Path(result["out_dir"])
     return isolated, why
+
+
+def env() -> dict[str, Any]:
+    """This machine as a bug report needs it (`ghostviewer env`): platform, Python, the versions diffusers-cli env
+    lists and those it omits (PEFT, xFormers, Triton…), torch's build, CUDA, cuDNN, GPUs, attention backends and
+    determinism flags."""
+    from ghostviewer.engine.run.environment import torch_report
+
+    return torch_report()
 
 
 def inspect(path: str | Path) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from ghostviewer.cli.bisect import add_bisect_parser, cmd_bisect
 from ghostviewer.cli.bundles import add_bundle_parsers, cmd_export, cmd_inspect
 from ghostviewer.cli.common import EXIT_PROBLEM, EXIT_USAGE, Parser, UsageError
 from ghostviewer.cli.doctor import add_doctor_parser, cmd_doctor
+from ghostviewer.cli.env import add_env_parser, cmd_env
 from ghostviewer.cli.isolate import add_isolate_parser, cmd_isolate
 from ghostviewer.cli.replay import add_replay_parsers, cmd_compare, cmd_replay
 from ghostviewer.cli.run import add_run_parsers, cmd_blocks, cmd_demo, cmd_run
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_isolate_parser(sub)
     add_baseline_parser(sub)
     add_doctor_parser(sub)
+    add_env_parser(sub)
     return parser
 
 
@@ -66,6 +68,7 @@ COMMANDS = {
     "isolate": cmd_isolate,
     "baseline": cmd_baseline,
     "doctor": cmd_doctor,
+    "env": cmd_env,
 }
 
 def _quiet_libraries() -> None:

@@ -21,6 +21,8 @@ def add_bundle_parsers(sub: Any) -> None:
                         "(re-runs each run up to its first anomaly; needs the pipeline)")
     export.add_argument("--allow-pickle", action="store_true",
                         help="with --with-inputs: allow .bin/.ckpt/.pt weights (they can run code)")
+    export.add_argument("--issue", action="store_true",
+                        help="also write ISSUE.md: a report to paste upstream, with a diffusers-only reproduction")
     export.add_argument("--json", action="store_true")
     inspect = sub.add_parser("inspect", help="summarise a bundle (read-only: runs nothing from it)")
     inspect.add_argument("bundle", metavar="BUNDLE.zip")
@@ -47,7 +49,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output} already exists; GhostViewer does not overwrite it (choose another name)")
     result = api.export(
         args.run_dirs, args.output, include_tensors=not args.no_tensors, include_feature_maps=not args.no_feature_maps,
-        with_inputs=args.with_inputs, on_progress=progress, allow_pickle=args.allow_pickle,
+        with_inputs=args.with_inputs, on_progress=progress, allow_pickle=args.allow_pickle, issue=args.issue,
     )
     if args.json:
         print_json({"bundle": result["bundle"], "size": result["size"], "runs": result["runs"]})

@@ -31,16 +31,19 @@ from .bundle_format import (
     DEFAULT_MAX_SIZE,
     FEATURE_MAP_PREFIXES,
     ISOLATE_FOLDER,
+    ISSUE,
     MANIFEST,
     MAX_RATIO,
     PREVIEW_KEYS,
     RATIO_FLOOR,
     README,
     REPRO,
+    REPRODUCE,
     RUNS_FOLDER,
     BundleError,
     check_member_name,
 )
+from .bundle_issue import issue_markdown, reproduction
 from .bundle_texts import command_line, readme, repro_script
 from .errors import RecordError
 from .reader import RunRecord, safetensors_header
@@ -357,8 +360,12 @@ def export_bundle(
     include_feature_maps: bool = True,
     isolated: Mapping[str, str | Path] | None = None,
     not_isolated: Mapping[str, str] | None = None,
+    issue_env: str | None = None,
 ) -> dict[str, Any]:
     """Write a bug-report bundle of the runs; returns {"bundle", "size", "runs"}.
+
+    issue_env: the System Info text of this machine (`ghostviewer env`): the bundle then also holds ISSUE.md, a
+    report to paste upstream, and reproduce.py, its diffusers-only reproduction (record/bundle_issue.py).
 
     include_tensors=False leaves out step tensors (latents, x0, maps; run.sqlite, initial noise, prompt
     tensors, images and the cheap step previews stay); include_feature_maps=False leaves out `fm/*` and
@@ -382,6 +389,8 @@ def export_bundle(
     options = {"include_tensors": bool(include_tensors), "include_feature_maps": bool(include_feature_maps)}
     if with_inputs:
         options["with_inputs"] = True
+    if issue_env is not None:
+        options["issue"] = True
     now = datetime.now().astimezone()
     stamp = tuple(max(1980, now.year) if i == 0 else v for i, v in enumerate(now.timetuple()[:6]))
     manifest: dict[str, Any] = {
@@ -415,6 +424,9 @@ def export_bundle(
                 )
             members += [_Member(README, None, readme(manifest).encode()),
                         _Member(REPRO, None, repro_script(manifest).encode())]
+            if issue_env is not None:
+                members += [_Member(ISSUE, None, issue_markdown(manifest, issue_env).encode()),
+                            _Member(REPRODUCE, None, reproduction(manifest["runs"][0]).encode())]
             with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
                 manifest["files"] = [_write(zf, m, stamp) for m in members]
                 text = json.dumps(schema.jsonable(manifest), indent=1, ensure_ascii=False, allow_nan=False)

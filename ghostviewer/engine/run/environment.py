@@ -55,3 +55,27 @@ def describe_environment(device: str) -> dict[str, Any]:
         info["cuda"] = torch.version.cuda
         info.update(fused_stats.describe())  # how its outputs' statistics are reduced: one Triton kernel, or torch
     return info
+
+
+def torch_report() -> dict[str, Any]:
+    """What only torch can tell a bug report: its build, CUDA and cuDNN, each GPU, the attention backends that
+    scaled_dot_product_attention may pick, determinism flags (ghostviewer env; export --issue)."""
+    from ghostviewer.system_info import system_report
+
+    report: dict[str, Any] = {**system_report(), "torch_build": torch.__version__,
+                              "cuda_available": torch.cuda.is_available(), "torch_threads": torch.get_num_threads()}
+    if torch.version.cuda:
+        report["cuda"] = torch.version.cuda
+    if torch.backends.cudnn.is_available():
+        report["cudnn"] = torch.backends.cudnn.version()
+    if torch.cuda.is_available():
+        report["gpus"] = [
+            {"name": props.name, "memory_gib": round(props.total_memory / 1024**3, 1),
+             "capability": f"{props.major}.{props.minor}"}
+            for props in (torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count()))
+        ]
+    cuda = torch.backends.cuda
+    report["attention"] = {name: bool(getattr(cuda, f"{name}_sdp_enabled")()) for name in
+                           ("flash", "mem_efficient", "math", "cudnn") if hasattr(cuda, f"{name}_sdp_enabled")}
+    report["determinism"] = determinism_flags()
+    return report
