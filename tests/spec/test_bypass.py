@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ghostviewer.spec import UserError
@@ -90,11 +90,13 @@ def _specs(draw: st.DrawFn) -> BypassSpec:
     return BypassSpec(draw(_module), start, end)
 
 
+@settings(max_examples=50)
 @given(_specs())
 def test_parse_of_spec_is_the_spec(spec: BypassSpec) -> None:
     assert BypassSpec.parse(spec.spec()) == spec
 
 
+@settings(max_examples=50)
 @given(st.text(max_size=24) | st.text(alphabet="ab._@:019- ", max_size=16))
 def test_any_text_parses_or_is_refused_as_a_bypass_spec(text: str) -> None:
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ghostviewer.spec import UserError
@@ -66,6 +66,7 @@ def test_the_cap_counts_distinct_seeds() -> None:
 _ranges = st.lists(st.tuples(st.integers(0, 10**12), st.integers(0, 20)), min_size=1, max_size=6)
 
 
+@settings(max_examples=50)
 @given(_ranges)
 def test_round_trip_of_written_ranges(ranges: list[tuple[int, int]]) -> None:
     spec = ",".join(str(lo) if width == 0 else f"{lo}-{lo + width}" for lo, width in ranges)
@@ -75,6 +76,7 @@ def test_round_trip_of_written_ranges(ranges: list[tuple[int, int]]) -> None:
     assert parse_seeds(",".join(map(str, seeds))) == seeds  # the expanded list reads back as itself
 
 
+@settings(max_examples=50)
 @given(st.text(max_size=20))
 def test_any_text_gives_seeds_or_a_seed_spec_error(text: str) -> None:
     try:
