@@ -139,6 +139,26 @@ def test_an_internal_error_is_not_blamed_on_the_input(capsys, monkeypatch, tmp_p
     assert "Traceback" in (tmp_path / "ghostviewer-cli.log").read_text()
 
 
+def test_with_a_runs_dir_the_log_goes_beside_the_runs(capsys, monkeypatch, tmp_path: Path) -> None:
+    from ghostviewer import cli
+
+    def crash(args: object) -> int:
+        raise KeyError("a bug")
+
+    elsewhere = tmp_path / "default-log"
+    monkeypatch.setenv("GHOSTVIEWER_LOG_DIR", str(elsewhere))
+    monkeypatch.setitem(cli.COMMANDS, "replay", crash)
+    code, _, err = _cli(capsys, "replay", str(tmp_path / "run"), "--runs-dir", str(tmp_path / "runs"))
+    assert code == 1 and str(tmp_path / "runs" / "logs" / "ghostviewer-cli.log") in err
+    assert "Traceback" in (tmp_path / "runs" / "logs" / "ghostviewer-cli.log").read_text()
+    assert not elsewhere.exists() or not any(elsewhere.iterdir())
+
+
+def test_a_line_break_in_an_argument_stays_one_line(capsys, tmp_path: Path) -> None:
+    code, _, err = _cli(capsys, "inspect", str(tmp_path / "two\nlines.zip"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "two\\nlines" in err
+
+
 def test_not_a_pipeline_folder(capsys, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     code, _, err = _cli(capsys, "blocks", "--pipeline", str(tmp_path))

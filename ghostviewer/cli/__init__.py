@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ghostviewer.record import RecordError  # torch-free; bundles' BundleError is one
 
     global _JSON_ERRORS
+    _LOG_DIR[0] = None
     _JSON_ERRORS = "--json" in (sys.argv[1:] if argv is None else list(argv))
     try:
         try:
@@ -98,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _quiet_libraries()
             if getattr(args, "runs_dir", None) is None and hasattr(args, "runs_dir"):
                 args.runs_dir = str(default_runs_dir())
+            elif getattr(args, "runs_dir", None):  # the user named where things go: the log goes there too
+                _LOG_DIR[0] = Path(args.runs_dir).expanduser() / LOGS_FOLDER
         return COMMANDS[command](args)
     except (UsageError, GhostError, RecordError) as exc:
         return _failure(str(exc), EXIT_USAGE)
@@ -110,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug or a pipeline crash: one line here, the traceback in the log
         return _internal_error(exc)
 
+LOGS_FOLDER = "logs"  # <runs-dir>/logs/: the CLI's log when --runs-dir is given (beside <runs-dir>/baselines/)
+_LOG_DIR: list[Path | None] = [None]
 _JSON_ERRORS = False  # the command asked for --json: a failure is a JSON document on stdout too (CONTRACT)
 
 
@@ -118,7 +123,9 @@ def _json_error(message: str, code: int, **extra: Any) -> None:
         print(json.dumps({"error": message, "exit_code": code, **extra}, ensure_ascii=True))
 
 def _failure(message: str, code: int, **extra: Any) -> int:
-    """One line on stderr, and with --json the same as {"error", "exit_code", ...} on stdout."""
+    """One line on stderr, and with --json the same as {"error", "exit_code", ...} on stdout. A path or argument
+    holding a line break is shown with it escaped: one line means one line."""
+    message = str(message).replace("\r", "\\r").replace("\n", "\\n")
     print(f"ghostviewer: {message}", file=sys.stderr)
     _json_error(message, code, **extra)
     return code
@@ -129,7 +136,10 @@ def _internal_error(exc: BaseException) -> int:
 
     log: Path | None = None
     try:
-        log = log_dir() / "ghostviewer-cli.log"
+        folder = _LOG_DIR[0]
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        log = (folder or log_dir()) / "ghostviewer-cli.log"
         with log.open("a", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(sys.argv)}\n{traceback.format_exc()}\n")
     except OSError:
