@@ -19,8 +19,11 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(BIN)/ghostviewer
 
+# In parallel (pytest-xdist; TEST_WORKERS=0 runs it serially). Timing-sensitive tests share one worker
+# (the "timing" xdist_group, tests/conftest.py); each worker's torch keeps to one thread.
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 demo: $(STAMP)
 	$(BIN)/ghostviewer demo
