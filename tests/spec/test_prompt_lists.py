@@ -120,3 +120,25 @@ def test_a_binary_file_named_like_a_list_is_called_binary_not_entry_zero(tmp_pat
     mixed.write_bytes(b"a red circle\n" * 20000 + b"\xff\xfe\n")  # past the reader's first buffer
     with pytest.raises(PromptListError, match=r"not UTF-8 text \(after entry [1-9]"):
         count_prompt_list(mixed)
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("deep.jsonl", '{"prompt": "x", "a": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "nested too deeply"),
+    ("deep.json", "[" + "[" * 100_000 + "]" * 100_000 + "]", "nested too deeply"),
+    ("twice.csv", "prompt,prompt\na,b\n", "the column 'prompt' appears twice"),
+])
+def test_hostile_lists_are_refused_in_one_line(tmp_path, name: str, text: str, words: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(PromptListError, match=words):
+        read_prompt_list(path)
+
+
+def test_megabytes_of_blanks_in_a_json_list_are_skipped_quickly(tmp_path) -> None:
+    import time
+
+    path = tmp_path / "blank.json"
+    path.write_text("[" + " \n" * (8 * 1024 * 1024) + '"a red circle"]')
+    started = time.perf_counter()
+    assert read_prompt_list(path) == [{"prompt": "a red circle"}]
+    assert time.perf_counter() - started < 5  # a character-by-character loop took ~4 s for these 16 MB

@@ -57,10 +57,18 @@ def test_exactly_max_seeds_is_allowed() -> None:
     assert len(parse_seeds(f"0-{MAX_SEEDS - 1}")) == MAX_SEEDS
 
 
-@pytest.mark.xfail(strict=True, reason="parse_seeds counts a range's seeds before dropping those already named, so "
-                   "'0-999999,5' (1,000,000 distinct seeds) is refused as naming more than 1,000,000")
 def test_the_cap_counts_distinct_seeds() -> None:
     assert len(parse_seeds(f"0-{MAX_SEEDS - 1},5")) == MAX_SEEDS
+
+
+def test_seeds_given_as_a_list_are_whole_numbers_read_one_at_a_time() -> None:
+    from ghostviewer.spec.seeds import SeedSpecError, seed_list
+
+    assert seed_list([3, 1, 3]) == [3, 1]
+    with pytest.raises(SeedSpecError, match="whole numbers, not 2.5"):
+        seed_list([1, 2.5])
+    with pytest.raises(SeedSpecError, match="more than 1,000,000 seeds"):
+        seed_list(range(10**12))  # refused after a million, never held whole
 
 
 _ranges = st.lists(st.tuples(st.integers(0, 10**12), st.integers(0, 20)), min_size=1, max_size=6)

@@ -17,7 +17,7 @@ from ghostviewer.spec import RunSpec
 from ghostviewer.spec.checks import SettingsError, check_values
 from ghostviewer.spec.prompt_lists import PromptListError, iter_prompt_list
 from ghostviewer.spec.run_spec import ROW_FIELDS
-from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
+from ghostviewer.spec.seeds import SeedSpecError, parse_seeds, seed_list
 
 # A row's own values that override the sweep's (its seed replaces the seed spec instead).
 OVERRIDES = {key: field for key, field in ROW_FIELDS.items() if key not in ("prompt", "seed")}
@@ -42,7 +42,7 @@ def parse_seed_spec(seeds: str | int | Iterable[int]) -> list[int]:
     try:
         if isinstance(seeds, (str, int)):
             return parse_seeds(seeds)
-        return parse_seeds(",".join(str(int(s)) for s in seeds))
+        return seed_list(seeds)
     except (SeedSpecError, TypeError, ValueError) as exc:
         raise GhostError(f"--seeds: {exc}") from None
 
