@@ -358,16 +358,18 @@ def test_an_isolated_flux_double_block_is_rebuilt(flux_double_block_isolated) ->
 
 
 def test_main_tensor_of_a_dual_stream_block_is_its_image_stream() -> None:
-    from ghostviewer.engine.isolation.outputs import main_tensor
+    from ghostviewer.engine.isolation.outputs import stream_adapter
+    from ghostviewer.engine.module_io import main_tensor
 
     pipe = build_tiny("sd3")
     text, image = torch.randn(1, 5, 32), torch.randn(1, 16, 32)
-    block = pipe.transformer.transformer_blocks[0]
-    assert main_tensor((text, image), block) is image  # the kind tells the family
+    block, last = pipe.transformer.transformer_blocks[0], pipe.transformer.transformer_blocks[2]
+    assert main_tensor((text, image), block, stream_adapter(block)) is image  # the kind tells the family
     assert main_tensor((text, image), block, adapter_for(pipe)) is image
-    assert main_tensor((None, image), pipe.transformer.transformer_blocks[2]) is image  # context_pre_only
+    assert main_tensor((None, image), last, stream_adapter(last)) is image  # context_pre_only
     assert main_tensor((text, image)) is text  # no module: the first tensor, as before
-    assert main_tensor((text, image), pipe.transformer.pos_embed) is text  # not a dual-stream block
+    embed = pipe.transformer.pos_embed
+    assert main_tensor((text, image), embed, stream_adapter(embed)) is text  # not a dual-stream block
 
 
 @pytest.mark.parametrize("family", ["sd", "pixart"])  # CLIP adds BOS and EOS; T5 adds only EOS

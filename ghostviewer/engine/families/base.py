@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ghostviewer.engine.tracing.stats import first_tensor
+from ghostviewer.engine.module_io import main_tensor
 
 RGB = tuple[float, float, float]
 
@@ -133,7 +133,7 @@ class FamilyAdapter:
             return (image if isinstance(image, torch.Tensor) else None), (
                 text if isinstance(text, torch.Tensor) else None
             )
-        return first_tensor(output), None
+        return main_tensor(output), None
 
     def bypass_output(self, module: nn.Module, args: tuple, kwargs: Mapping[str, Any], output: object) -> object:
         """A dual-stream block's output as if it had not run, both streams: what SD3's `skip_layers` does

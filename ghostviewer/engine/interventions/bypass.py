@@ -19,6 +19,7 @@ from torch import nn
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.interventions.base import RunContext
+from ghostviewer.engine.module_io import main_input, replace_main_output
 from ghostviewer.engine.tracing.blocks import bypass_mode, is_bypassable, resolve_module
 from ghostviewer.spec.bypass import BypassSpec, BypassSpecError
 
@@ -33,30 +34,6 @@ class BypassConfig(BypassSpec):
         except BypassSpecError as exc:
             raise GhostError(str(exc)) from None
         return cls(parsed.module, parsed.start, parsed.end)
-
-
-def _main_input(args: tuple, kwargs: dict) -> torch.Tensor | None:
-    if args and isinstance(args[0], torch.Tensor):
-        return args[0]
-    for key in ("hidden_states", "input_tensor", "sample"):
-        if isinstance(kwargs.get(key), torch.Tensor):
-            return kwargs[key]
-    return None
-
-
-def _replace_main_output(output: object, value: torch.Tensor) -> object:
-    if isinstance(output, torch.Tensor):
-        return value.to(output.dtype)
-    if isinstance(output, tuple):
-        items = list(output)
-        for i, item in enumerate(items):
-            if isinstance(item, torch.Tensor) and item.shape == value.shape:
-                items[i] = value.to(item.dtype)
-                return tuple(items)
-    if hasattr(output, "keys"):  # diffusers / transformers ModelOutput
-        first = next(iter(output.keys()))
-        return type(output)(**{**output, first: value.to(output[first].dtype)})
-    raise GhostError(f"cannot bypass a block returning {type(output).__name__}")
 
 
 class Bypass:
@@ -93,12 +70,12 @@ class Bypass:
             both = adapter.bypass_output(block, args, kwargs, output)
             if both is not NotImplemented:
                 return both
-            source = _main_input(args, kwargs)
+            source = main_input(args, kwargs)
             if source is None:
                 return output
             if zero_residual:
                 source = block.conv_shortcut(source.contiguous()) / block.output_scale_factor
-            return _replace_main_output(output, source)
+            return replace_main_output(output, source)
 
         # Appended: it runs after the hooks already on the block (a fault's, prepended; the user's own), so a
         # bypassed block hands on its input whatever those did to its output. The tracer hooks on afterwards

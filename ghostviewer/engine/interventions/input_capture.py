@@ -18,7 +18,7 @@ from torch import nn
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.interventions.base import RunContext
-from ghostviewer.engine.isolation.outputs import main_tensor
+from ghostviewer.engine.module_io import main_tensor
 from ghostviewer.engine.tracing.blocks import resolve_module
 
 

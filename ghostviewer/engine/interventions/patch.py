@@ -22,26 +22,13 @@ from torch import nn
 
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.interventions.base import RunContext
-from ghostviewer.engine.interventions.bypass import _replace_main_output
+from ghostviewer.engine.module_io import replace_main_output, replaceable_tensor
 from ghostviewer.engine.tracing.blocks import resolve_module
 
 
 @dataclass(frozen=True)
 class PatchConfig:
     module: str  # the block whose output is captured (reference run) or replaced (patched run)
-
-
-def main_output(output: object) -> torch.Tensor | None:
-    """The tensor a block hands on: itself, the first tensor of a tuple, or the first field of an output object."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, tuple):
-        return next((item for item in output if isinstance(item, torch.Tensor)), None)
-    if hasattr(output, "keys"):
-        first = next(iter(output.keys()), None)  # type: ignore[attr-defined]
-        value = None if first is None else output[first]  # type: ignore[index]
-        return value if isinstance(value, torch.Tensor) else None
-    return None
 
 
 def _resolve(pipe: object, path: str) -> nn.Module:
@@ -64,7 +51,7 @@ class PatchCapture:
         self.outputs.clear()
 
         def capture_hook(_block: nn.Module, _args: tuple, output: object) -> None:
-            tensor = main_output(output)
+            tensor = replaceable_tensor(output)
             if tensor is None:
                 raise GhostError(f"{self.config.module} returns {type(output).__name__}: no tensor to patch with")
             self.outputs.append(tensor.detach().clone())  # a copy: the pipeline may reuse the memory
@@ -93,7 +80,7 @@ class Patch:
         def patch_hook(_block: nn.Module, _args: tuple, output: object) -> object:
             index = self.calls
             self.calls += 1
-            current = main_output(output)
+            current = replaceable_tensor(output)
             if index >= len(self.reference):
                 raise GhostError(
                     f"{self.config.module} ran more often in the patched run than in the reference "
@@ -106,7 +93,7 @@ class Patch:
                     f"{self.config.module}, call {index}: the reference output has shape {tuple(value.shape)}, "
                     f"the patched run's {shape}: not a comparable reference"
                 )
-            return _replace_main_output(output, value.to(current.device))
+            return replace_main_output(output, value.to(current.device))
 
         self._handle = _resolve(ctx.pipe, self.config.module).register_forward_hook(patch_hook)
 

@@ -26,7 +26,8 @@ from torch import nn
 
 from ghostviewer.engine.isolation.folder import read_folder, rebuild_case
 from ghostviewer.engine.isolation.injected import apply_faults
-from ghostviewer.engine.isolation.outputs import broken_by, main_tensor, output_stats
+from ghostviewer.engine.isolation.outputs import broken_by, output_stats, stream_adapter
+from ghostviewer.engine.module_io import main_tensor
 
 MAIN_INPUTS = ("hidden_states", "sample", "input_tensor", "x")
 SCALES = (0.0, 1e-3, 10.0, 1e3)
@@ -148,7 +149,7 @@ def run_case(module: nn.Module, module_path: str, faults: list[dict[str, Any]], 
     restore = apply_faults(target, module_path, faults, case.seq_len)
     try:
         with torch.inference_mode():
-            output = main_tensor(target(*case.args, **case.kwargs), target)
+            output = main_tensor(target(*case.args, **case.kwargs), target, stream_adapter(target))
     except Exception as exc:  # noqa: BLE001 - a size or dtype the module does not take: skipped, with why
         return {**row, "skipped": " ".join(f"{type(exc).__name__}: {exc}".split())[:160], "broken": False}
     finally:

@@ -21,11 +21,12 @@ from ghostviewer.engine.interventions.input_capture import CapturedCall, InputCa
 from ghostviewer.engine.isolation.arguments import decode_call, describe, encode_call, name_arguments
 from ghostviewer.engine.isolation.folder import diffusers_processors, materialize, write_folder
 from ghostviewer.engine.isolation.injected import apply_faults, injected_faults
-from ghostviewer.engine.isolation.outputs import main_tensor, output_stats
+from ghostviewer.engine.isolation.outputs import output_stats, stream_adapter
 from ghostviewer.engine.isolation.rebuild import BuildSpec, build, choose_build
 from ghostviewer.engine.isolation.repro_text import readme, repro_script
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
+from ghostviewer.engine.module_io import main_tensor
 from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
 from ghostviewer.engine.tracing.blocks import iter_modules, phase_of, pipeline_components, resolve_module
 from ghostviewer.spec import RunSpec
@@ -131,7 +132,8 @@ def isolate_module(
         restore = apply_faults(candidate, module, faults)
         try:
             with torch.inference_mode():
-                return same_output(main_tensor(candidate(*run_args, **run_kwargs), candidate), captured.output)
+                output = candidate(*run_args, **run_kwargs)
+                return same_output(main_tensor(output, candidate, stream_adapter(candidate)), captured.output)
         finally:
             restore()
 

@@ -8,7 +8,6 @@ import torch
 from torch import nn
 
 from ghostviewer.engine.families import ADAPTERS, FamilyAdapter
-from ghostviewer.engine.tracing.stats import first_tensor
 
 
 def stream_adapter(module: nn.Module | None) -> FamilyAdapter | None:
@@ -16,20 +15,6 @@ def stream_adapter(module: nn.Module | None) -> FamilyAdapter | None:
     if module is None:
         return None
     return next((adapter for adapter in ADAPTERS if adapter.is_dual_stream(module)), None)
-
-
-def main_tensor(output: Any, module: nn.Module | None = None,
-                adapter: FamilyAdapter | None = None) -> torch.Tensor | None:
-    """The module's main output: a tensor, the first tensor of a tuple, or a ModelOutput's first tensor; for a
-    dual-stream block returning `(text, image)` (SD3, Flux: pass the module), its image stream, as the trace
-    records it (the adapter of the pipeline's family, else the one that knows the module's kind)."""
-    adapter = adapter or stream_adapter(module)
-    if module is not None and adapter is not None and adapter.is_dual_stream(module):
-        return adapter.streams(module, output)[0]
-    found = first_tensor(output)
-    if found is None and hasattr(output, "to_tuple"):
-        found = first_tensor(output.to_tuple())
-    return found
 
 
 def output_stats(tensor: torch.Tensor | None) -> dict[str, Any]:

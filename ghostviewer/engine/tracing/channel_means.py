@@ -18,8 +18,8 @@ from torch import nn
 
 from ghostviewer.analysis.baseline_store import channel_means_tensors
 from ghostviewer.engine.interventions.base import RunContext
+from ghostviewer.engine.module_io import main_tensor
 from ghostviewer.engine.tracing.blocks import phase_of
-from ghostviewer.engine.tracing.stats import first_tensor
 
 PHASES = ("encode", "decode")
 MAX_CHANNELS = 4096
@@ -57,7 +57,7 @@ class ChannelMeans:
             if key in self.values or any(path.startswith(spec.module + ".") and spec.active_at(None)
                                          for spec in self.muted):
                 return
-            tensor = first_tensor(output)
+            tensor = main_tensor(output)
             means = channel_mean(tensor) if isinstance(tensor, torch.Tensor) else None
             if means is not None:
                 self.values[key] = means

@@ -51,24 +51,6 @@ except ImportError:
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
-def first_tensor(value: object) -> torch.Tensor | None:
-    """The main tensor of a module output: a tensor, the first tensor of a tuple/list, or `.sample`-like fields."""
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (tuple, list)):
-        for item in value:
-            if isinstance(item, torch.Tensor):
-                return item
-        return None
-    for name in ("sample", "last_hidden_state", "hidden_states"):
-        candidate = getattr(value, name, None)
-        if isinstance(candidate, torch.Tensor):
-            return candidate
-    if hasattr(value, "to_tuple"):
-        return first_tensor(value.to_tuple())
-    return None
-
-
 def _weights(device: torch.device, dtype: torch.dtype, n: int) -> torch.Tensor:
     """2i + 1 for i < n (wrapping like the integers they multiply), cached per device and grown as needed."""
     key = (device, dtype)

@@ -26,8 +26,9 @@ from torch import nn
 
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.families.base import token_grid
+from ghostviewer.engine.module_io import main_tensor
 from ghostviewer.engine.tracing.blocks import Depth, iter_modules, phase_of, pipeline_components
-from ghostviewer.engine.tracing.stats import IN_ROW, DeviceStats, finish_columns, first_tensor, hook_stats
+from ghostviewer.engine.tracing.stats import IN_ROW, DeviceStats, finish_columns, hook_stats
 from ghostviewer.record import StatColumns, StatRow
 from ghostviewer.record.types import wrap_fingerprint
 
@@ -254,14 +255,14 @@ class Tracer:
 
             def owned_hook(_module: nn.Module, _args: tuple, output: object) -> None:
                 if get_ident() == owner:
-                    tensor = first_tensor(output)
+                    tensor = main_tensor(output)
                     if tensor is not None:
                         record(path, phase, tensor, captured)
 
             return owned_hook
 
         def hook(_module: nn.Module, _args: tuple, output: object) -> None:
-            tensor = first_tensor(output)
+            tensor = main_tensor(output)
             if tensor is not None:
                 record(path, phase, tensor, captured)
 
