@@ -10,16 +10,18 @@ negative prompt's comes second), of the first batch item: (C, H, W) outputs give
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from ghostviewer.analysis.baseline_store import channel_means_tensors
-from ghostviewer.engine.interventions.base import RunContext
 from ghostviewer.engine.module_io import main_tensor
 from ghostviewer.engine.tracing.blocks import phase_of
+
+if TYPE_CHECKING:  # it is applied like an intervention, and uses nothing of the run's context
+    from ghostviewer.engine.interventions.base import RunContext
 
 PHASES = ("encode", "decode")
 MAX_CHANNELS = 4096
