@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from ghostviewer.record import RunRecord, StatRow
-from ghostviewer.record.types import same_fingerprint
+from ghostviewer.record.types import PHASE_ORDER, same_fingerprint
 
 Key = tuple[str, int | None, str, int]  # (phase, step, module, call)
 _COMPARED = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count")
@@ -213,7 +213,6 @@ def describe_divergence(divergence: dict[str, Any]) -> str:
 
 
 Column = tuple[str, int | None]  # (phase, step): ("encode", None), ("denoise", 0), …, ("decode", None)
-_PHASE_RANK = {"encode": 0, "denoise": 1, "decode": 2}
 
 
 def delta_grid(
@@ -229,7 +228,7 @@ def delta_grid(
     by_key = {_key(r): r for r in rows_b}
     modules = list(dict.fromkeys([r.module for r in rows_a] + [r.module for r in rows_b]))
     columns = sorted({(r.phase, r.step) for r in [*rows_a, *rows_b]},
-                     key=lambda c: (_PHASE_RANK.get(c[0], 3), -1 if c[1] is None else c[1]))
+                     key=lambda c: (PHASE_ORDER.get(c[0], 3), -1 if c[1] is None else c[1]))
     row_of = {m: i for i, m in enumerate(modules)}
     col_of = {c: j for j, c in enumerate(columns)}
     values = np.full((len(modules), len(columns)), np.nan)

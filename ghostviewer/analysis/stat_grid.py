@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ghostviewer.record import StatRow
+from ghostviewer.record.types import PHASE_ORDER
 
 HEATMAP_STATS = ("absmax", "std", "nan_count", "fp16_headroom")
 LOG_STATS = {"absmax", "std", "fp16_headroom"}  # spans decades: shown as log10
 Column = tuple[str, int | None]  # (phase, step): ("encode", None), ("denoise", 3), ("decode", None)
-PHASE_ORDER = {"encode": 0, "denoise": 1, "decode": 2}
 PHASE_LABELS = {"encode": "enc", "decode": "dec"}
 
 

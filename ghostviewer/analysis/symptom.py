@@ -56,8 +56,8 @@ from ghostviewer.analysis.baseline import Baseline
 from ghostviewer.analysis.baseline_store import recorded_baseline_key, run_baseline
 from ghostviewer.analysis.bisect_plan import inside
 from ghostviewer.record import StatRow
+from ghostviewer.record.types import PHASE_ORDER
 
-PHASE_ORDER = {"encode": 0, "denoise": 1, "decode": 2}
 _ROW_KINDS = frozenset({"nan", "inf", "overflow", "collapse", "explode"})
 CONTEXT_LABELS = frozenset({"off_prompt", "color_cast"})  # labels judged against the prompt or a baseline
 ChannelMeans = Mapping[tuple[str, str], Sequence[float]]

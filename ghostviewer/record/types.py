@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PHASES: tuple[str, ...] = ("encode", "denoise", "decode")
+PHASE_ORDER: dict[str, int] = {phase: i for i, phase in enumerate(PHASES)}  # rank in execution order
 FP16_MAX = 65504.0
 FINGERPRINT_MOD = 1 << 32
 # How a run's fingerprints were made (environment["fingerprint"]): runs of different kinds compare by statistics.

@@ -18,6 +18,7 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
 from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
 from ghostviewer.record import StudyWriter
+from ghostviewer.record.types import PHASE_ORDER
 
 MAX_TIMES = 10_000
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -25,13 +26,11 @@ ProgressFn = Callable[[dict[str, Any]], None]
 
 def _earliest(a: dict[str, Any], b: dict[str, Any], order: list[str]) -> dict[str, Any]:
     """The divergence that comes first in execution order (by module position, then phase/step)."""
-    phases = {"encode": 0, "denoise": 1, "decode": 2}
-
     def rank(d: dict[str, Any]) -> tuple[int, int, int]:
         module = d.get("module")
         position = order.index(module) if module in order else len(order)
         step = d.get("step")
-        return (phases.get(str(d.get("phase")), 3), -1 if step is None else int(step), position)
+        return (PHASE_ORDER.get(str(d.get("phase")), 3), -1 if step is None else int(step), position)
 
     return a if rank(a) <= rank(b) else b
 

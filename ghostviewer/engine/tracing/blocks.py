@@ -18,6 +18,8 @@ from typing import Literal
 
 from torch import nn
 
+from ghostviewer.record.types import PHASE_ORDER
+
 Depth = Literal["block", "leaf"]
 
 # Phase of the run in which each component's modules execute.
@@ -68,8 +70,7 @@ def pipeline_components(pipe: object) -> dict[str, nn.Module]:
     """The torch modules of a pipeline, by component name, in the order they run (encode, denoise, decode)."""
     components = getattr(pipe, "components", {}) or {}
     modules = {name: m for name, m in components.items() if isinstance(m, nn.Module)}
-    order = {"encode": 0, "denoise": 1, "decode": 2}
-    return dict(sorted(modules.items(), key=lambda kv: order.get(phase_of(kv[0]), 3)))
+    return dict(sorted(modules.items(), key=lambda kv: PHASE_ORDER.get(phase_of(kv[0]), 3)))
 
 
 def phase_of(path: str) -> str:
