@@ -16,11 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from ghostviewer.record import RecordError
-from ghostviewer.record.lock import WriterLock, writer_alive
-from ghostviewer.record.schema import DB_NAME
-from ghostviewer.record.study_schema import RUNS_FOLDER, STUDY_DB_NAME
+from ghostviewer.record.lock import LOCK_NAME, WriterLock, writer_alive
+from ghostviewer.record.schema import DB_NAME, SCHEMA_VERSION
+from ghostviewer.record.study_schema import RUNS_FOLDER, STUDY_DB_NAME, STUDY_SCHEMA_VERSION
 
 INTERRUPTED_MESSAGE = "the process writing this record stopped before it finished (found by ghostviewer doctor)"
+
+
+LEFT_ALONE = (("newer", "from a newer GhostViewer (left alone)"), ("linked", "with linked files (left alone)"),
+              ("unwritable", "not writable"))
 
 
 def add_doctor_parser(sub: Any) -> None:
@@ -29,17 +33,52 @@ def add_doctor_parser(sub: Any) -> None:
     doctor.add_argument("--json", action="store_true")
 
 
+def _linked(folder: Path, db_name: str) -> bool:
+    """A record file that is a link: writing through it would change a database somewhere else."""
+    return any((folder / name).is_symlink() for name in (db_name, f"{db_name}-wal", f"{db_name}-shm", LOCK_NAME))
+
+
+def _peek(db: Path) -> tuple[int | None, object]:
+    """(schema version, status) read without writing: on a read-only disk too (immutable when WAL cannot be read)."""
+    for options in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(f"{db.absolute().as_uri()}?{options}", uri=True, timeout=5.0)
+            try:
+                rows = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('schema_version', 'status')"))
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue
+        try:
+            version = json.loads(rows.get("schema_version") or "null")
+            status = json.loads(rows.get("status") or "null")
+        except (ValueError, RecursionError):
+            return None, None
+        return (version if isinstance(version, int) and not isinstance(version, bool) else None), status
+    return None, None
+
+
 def _repair(folder: Path, db_name: str) -> str:
     """'running' (a live writer), 'interrupted' (marked now), 'checkpointed' (a finished record left in WAL mode),
-    'ok' or 'unreadable'."""
+    'ok', 'newer' (written by a newer GhostViewer: left alone), 'linked' (a record file is a link: left alone),
+    'unwritable' (needs marking but cannot be written) or 'unreadable'."""
+    if _linked(folder, db_name):
+        return "linked"
     if writer_alive(folder) is True:
         return "running"
+    version, status = _peek(folder / db_name)
+    if version is None:
+        return "unreadable"
+    if version > (SCHEMA_VERSION if db_name == DB_NAME else STUDY_SCHEMA_VERSION):
+        return "newer"
+    had_wal = (folder / f"{db_name}-wal").exists()
+    if status not in (None, "running") and not had_wal:
+        return "ok"  # nothing to write: a read-only disk is no reason to call it unreadable
     try:
         lock = WriterLock.acquire(folder, "record")
     except RecordError:
-        return "running" if writer_alive(folder) is True else "unreadable"
+        return "running" if writer_alive(folder) is True else "unwritable"
     try:
-        had_wal = (folder / f"{db_name}-wal").exists()
         conn = sqlite3.connect(folder / db_name, timeout=5.0)
         try:
             row = conn.execute("SELECT value FROM meta WHERE key = 'status'").fetchone()
@@ -54,6 +93,8 @@ def _repair(folder: Path, db_name: str) -> str:
             conn.execute("PRAGMA journal_mode=DELETE")
         finally:
             conn.close()
+    except sqlite3.OperationalError as exc:
+        return "unwritable" if "readonly" in str(exc).replace(" ", "").lower() else "unreadable"
     except (sqlite3.Error, ValueError, OSError):
         return "unreadable"
     finally:
@@ -66,12 +107,13 @@ def doctor(runs_dir: str | Path) -> dict[str, Any]:
     root = Path(runs_dir)
     if not root.is_dir():
         raise RecordError(f"not a folder: {root}")
-    counts = {"runs": 0, "studies": 0, "interrupted": 0, "checkpointed": 0, "running": 0, "unreadable": 0}
+    counts = {"runs": 0, "studies": 0, "interrupted": 0, "checkpointed": 0, "running": 0, "unreadable": 0,
+              "newer": 0, "linked": 0, "unwritable": 0}
     marked: list[str] = []
     folders = _records(root)
     for folder, kind in folders:  # grows as studies are met: their own runs are checked too
         counts["runs" if kind == DB_NAME else "studies"] += 1
-        if kind == STUDY_DB_NAME:
+        if kind == STUDY_DB_NAME and not (folder / RUNS_FOLDER).is_symlink():  # a linked runs/ is elsewhere
             folders.extend(_records(folder / RUNS_FOLDER))
         state = _repair(folder, kind)
         if state in counts:
@@ -87,7 +129,7 @@ def _records(folder: Path) -> list[tuple[Path, str]]:
     found = []
     for child in sorted(folder.iterdir()):
         for name in (DB_NAME, STUDY_DB_NAME):
-            if child.is_dir() and not child.is_symlink() and (child / name).is_file():
+            if child.is_dir() and not child.is_symlink() and (child / name).is_file() | (child / name).is_symlink():
                 found.append((child, name))
     return found
 
@@ -99,7 +141,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         print(f"{result['runs']} runs, {result['studies']} studies: {result['interrupted']} marked interrupted, "
               f"{result['checkpointed']} checkpointed, {result['running']} still running, "
-              f"{result['unreadable']} unreadable")
+              f"{result['unreadable']} unreadable" + "".join(f", {result[key]} {label}" for key, label in LEFT_ALONE
+                                                             if result[key]))
         for path in result["marked"]:
             print(f"  interrupted: {path}")
     return 0

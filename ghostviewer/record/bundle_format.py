@@ -28,8 +28,8 @@ MAX_MEMBERS = 100_000
 FEATURE_MAP_PREFIXES = ("fm/", "attn/")  # captured feature maps and cross-attention maps in step tensors
 PREVIEW_KEYS = ("preview", "latents_preview")  # cheap uint8 previews kept when step tensors are left out
 
-_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # \Z: a name ending in a newline does not match
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 
 
 class BundleError(RecordError):

@@ -5,7 +5,6 @@ the bundle is ever executed, imported or unpickled."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import secrets
 import shutil
@@ -19,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ghostviewer.safe_read import loads
 
 from . import schema
 from .bundle_format import (
@@ -93,6 +94,10 @@ def _check_entries(zf: zipfile.ZipFile, max_size: int) -> tuple[dict[str, zipfil
                 f"bundle member {ascii(name)} compresses more than {MAX_RATIO}:1 (a zip bomb?); refusing it"
             )
         files[name] = info
+    packed = sum(info.compress_size for info in files.values())
+    if total > RATIO_FLOOR and total > MAX_RATIO * max(packed, 1):  # many small members of zeros add up too
+        raise BundleError(f"bundle unpacks {total / max(packed, 1):.0f}:1, more than {MAX_RATIO}:1 in all "
+                          "(a zip bomb?); refusing it")
     return files, folders
 
 
@@ -102,10 +107,7 @@ def _read_manifest(zf: zipfile.ZipFile, info: zipfile.ZipInfo | None) -> dict[st
     if info.file_size > MAX_MANIFEST_SIZE:
         raise BundleError("bad bundle manifest: manifest.json is too large")
     data = b"".join(_verified_chunks(zf, info, None))
-    try:
-        manifest = json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BundleError(f"bad bundle manifest: manifest.json is not valid JSON ({exc})") from exc
+    manifest = loads(data, BundleError, "bad bundle manifest: manifest.json", parse_constant=_refuse_constant)
     return validate_manifest(manifest)
 
 

@@ -49,7 +49,8 @@ class WriterLock:
         """Create (or open) the folder's lock file and hold it; RecordError if a live writer already does."""
         path = Path(folder) / LOCK_NAME
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            # never through a link: the lock file is written to, and a link could point at anything
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as exc:
             raise RecordError(f"cannot create the lock file of {what} {path.parent}: {exc.strerror or exc}") from exc
         if fcntl is not None:

@@ -25,11 +25,13 @@ from pathlib import Path, PurePath
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
+from ghostviewer.safe_read import loads as safe_loads
+
 from .errors import RecordError
 from .lock import WriterLock, live_status
 
 FINISHED: tuple[str, ...] = ("done", "failed", "cancelled")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _W = TypeVar("_W", bound="StoreWriter")
 
 
@@ -62,7 +64,8 @@ def dumps(obj: Any) -> str:
 
 
 def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    """A stored JSON value; RecordError (one line) for one that is not JSON or nested too deeply to decode."""
+    return None if text is None else safe_loads(text, RecordError, "a value stored in the record")
 
 
 def loads_or_text(text: str | None) -> Any:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ghostviewer.spec.errors import SpecError
 
 StepRange = tuple[int | None, int | None]  # [start, end) denoising steps; None: open
-_SPEC = re.compile(r"^(?P<module>[\w.]+?)(?:@(?P<steps>[^@]*))?$")
+_SPEC = re.compile(r"^(?P<module>[\w.]+?)(?:@(?P<steps>[^@]*))?\Z")
 
 
 class BypassSpecError(SpecError):

@@ -4,7 +4,6 @@ cache, reading model_index.json, and calling diffusers quietly with its failures
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -20,8 +19,9 @@ from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
 from ghostviewer.engine.errors import GhostError, SourceError
 from ghostviewer.engine.loading.devices import DEFAULT_KEY
+from ghostviewer.safe_read import read_json
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z")
 
 
 # --- the hub cache ---------------------------------------------------------------------------------------
@@ -61,15 +61,15 @@ def _require_cached(repo_id: str, cache_dir: str | Path | None) -> Path:
 # --- model_index.json ------------------------------------------------------------------------------------
 
 
+MODEL_INDEX_MAX_BYTES = 1024**2  # a real model_index.json is a few hundred bytes
+
+
 def read_model_index(folder: Path) -> dict[str, tuple[str, str]]:
     """The loadable components listed in model_index.json: name -> (library, class)."""
     index_path = folder / "model_index.json"
     if not index_path.is_file():
         raise SourceError(f"{folder} is not a diffusers pipeline folder (no model_index.json)")
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SourceError(f"{index_path} cannot be read as JSON: {exc}") from exc
+    index = read_json(index_path, SourceError, max_bytes=MODEL_INDEX_MAX_BYTES)  # regular, bounded, not too deep
     if not isinstance(index, dict):
         raise SourceError(f"{index_path} is not a JSON object")
     return {

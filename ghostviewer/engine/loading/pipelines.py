@@ -8,7 +8,6 @@ without a local config) fall back to downloading.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from ghostviewer.engine.errors import GhostError, SourceError
 from ghostviewer.engine.loading.devices import resolve_device, resolve_dtype
 from ghostviewer.engine.loading.hub_cache import (
     _HUB_ID,
+    MODEL_INDEX_MAX_BYTES,
     _call_diffusers,
     _check_dtype_components,
     _dtype_keyword,
@@ -41,6 +41,7 @@ from ghostviewer.engine.loading.weight_files import (
     validate_safetensors,
 )
 from ghostviewer.paths import resources_dir
+from ghostviewer.safe_read import read_json
 
 # The public names, including those now in load_helpers, single_file and weight_files, stay importable from here.
 __all__ = [
@@ -205,7 +206,9 @@ def _load_folder(
 
 def null_components(folder: Path) -> list[str]:
     """Components model_index.json lists as `[null, null]`: saved without one (SD3 without its T5 encoder)."""
-    index = json.loads((folder / "model_index.json").read_text(encoding="utf-8"))
+    index = read_json(folder / "model_index.json", SourceError, max_bytes=MODEL_INDEX_MAX_BYTES)
+    if not isinstance(index, dict):
+        return []
     return [
         name for name, value in index.items()
         if not name.startswith("_") and isinstance(value, list) and len(value) == 2 and value == [None, None]

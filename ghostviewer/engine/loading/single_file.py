@@ -5,7 +5,6 @@ the pipeline class's from_single_file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ from ghostviewer.engine.errors import PickleRefused, SourceError
 from ghostviewer.engine.loading.devices import DEFAULT_KEY
 from ghostviewer.engine.loading.hub_cache import (
     _HUB_ID,
+    MODEL_INDEX_MAX_BYTES,
     _call_diffusers,
     _check_dtype_components,
     _dtype_keyword,
@@ -29,6 +29,7 @@ from ghostviewer.engine.loading.hub_cache import (
     read_model_index,
 )
 from ghostviewer.engine.loading.weight_files import PICKLE_SUFFIXES, SAFE_SUFFIXES, hash_files, validate_safetensors
+from ghostviewer.safe_read import read_json
 
 SINGLE_FILE_HASH_KEY = "checkpoint"
 # Key prefixes of a whole-pipeline checkpoint's denoiser in the original (non-diffusers) layouts.
@@ -163,8 +164,8 @@ def _single_file_config(
 
 
 def _pipeline_class(config_dir: Path) -> type[DiffusionPipeline]:
-    index = json.loads((config_dir / "model_index.json").read_text(encoding="utf-8"))
-    name = index.get("_class_name")
+    index = read_json(config_dir / "model_index.json", SourceError, max_bytes=MODEL_INDEX_MAX_BYTES)
+    name = index.get("_class_name") if isinstance(index, dict) else None
     pipeline_class = getattr(diffusers, name, None) if isinstance(name, str) else None
     if not (isinstance(pipeline_class, type) and issubclass(pipeline_class, DiffusionPipeline)):
         raise SourceError(f"{config_dir}/model_index.json names no diffusers pipeline class ({name!r})")
