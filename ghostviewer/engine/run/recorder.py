@@ -97,6 +97,8 @@ class PipelineCall:
     late_events: Callable[[], list[Event]] = _no_events  # written before the record closes (an overlap found)
     environment: dict[str, Any] = field(default_factory=dict)  # merged into the record's environment
     output: Any = None  # the pipeline's own output, set as soon as the call returns (before it is judged)
+    no_image_verdict: Callable[[Any], dict[str, Any]] = lambda _output: {
+        "label": "ok", "scores": {}, "note": "the call returned no image to judge"}
 
 
 @dataclass
@@ -377,8 +379,7 @@ def _record(
     prompts = list(call.prompts) or [""]
     per_image = prompts if len(prompts) == len(images) else [prompts[0]] * len(images)
     verdicts = [judge.verdict(image, prompt, writer) for image, prompt in zip(images, per_image, strict=True)]
-    verdict = worst_verdict(verdicts) or {"label": "ok", "scores": {},
-                                          "note": "the call returned no image (output_type latent)"}
+    verdict = worst_verdict(verdicts) or call.no_image_verdict(output)
     samples = tracer.sample_report(len(images))
     first = detector.first
     if first is not None and len(images) > 1:
@@ -389,7 +390,7 @@ def _record(
         if anomaly is not None:
             writer.event("sample", f"image {index + 1} of {len(images)}: {anomaly['kind']} first at "
                          f"{anomaly['module']} ({anomaly['phase']}, step {anomaly['step']})", level="warning",
-                         sample=index, **anomaly)
+                         sample=index, anomaly=anomaly)
     judge.save(writer)
     saved = [writer.save_image("final" if i == 0 else f"final_{i}", image) for i, image in enumerate(images)]
     writer.submit(lambda w: w.set_verdict(verdict, detector.first))

@@ -1,0 +1,239 @@
+"""Watching the user's own calls on the real demo pipeline: the caller's output unchanged, bit for bit, whatever it
+asks for; the call recorded exactly; the pipeline itself again afterwards, however the watch ends."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from diffusers import StableDiffusionImg2ImgPipeline
+from PIL import Image
+
+import ghostviewer
+from ghostviewer.record import RunRecord, StudyRecord
+from tests.engine.test_runner import assert_no_leftovers
+
+PROMPT = "a red circle on a blue background, top left"
+
+
+def _call(pipe, steps: int = 4, seed: int = 3, **kwargs):
+    return pipe(PROMPT, num_inference_steps=steps, generator=torch.Generator().manual_seed(seed), **kwargs)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, Image.Image):
+        return isinstance(b, Image.Image) and a.mode == b.mode and np.array_equal(np.asarray(a), np.asarray(b))
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+@pytest.mark.parametrize("output", [{"output_type": "np"}, {"output_type": "pil"}, {"output_type": "pt"},
+                                    {"output_type": "latent"}, {"output_type": "np", "return_dict": False}])
+def test_the_callers_output_is_unchanged_bit_for_bit(demo_loaded, runs_dir: Path, output: dict) -> None:
+    pipe = demo_loaded.pipe
+    plain = _call(pipe, **output)
+    with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
+        watched = _call(pipe, **output)
+        assert type(pipe).__name__ == "StableDiffusionPipeline" and type(pipe) is not type(plain)  # the instance's
+    assert type(watched) is type(plain)
+    if isinstance(plain, tuple):
+        assert _same(list(plain), list(watched))
+    else:
+        assert _same(plain.images, watched.images)
+    assert_no_leftovers(pipe)
+    assert "_ghostviewer_watcher" not in vars(type(pipe))  # the class is the pipeline's own again
+    (run,) = watcher.runs
+    record = RunRecord(run["run_dir"])
+    assert record.status == "done" and [s.index for s in record.steps()] == [0, 1, 2, 3]
+    assert "unet.mid_block" in record.modules()
+    assert run["verdict"]["label"] == "ok" and run["first_anomaly"] is None
+    assert len(run["images"]) == (0 if output["output_type"] == "latent" else 1)
+    assert record.call == run["call"] and run["call"]["kwargs"]["output_type"] == output["output_type"]
+
+
+def test_img2img_built_from_the_demo_is_watched_exactly(demo_loaded, runs_dir: Path) -> None:
+    pipe = StableDiffusionImg2ImgPipeline.from_pipe(demo_loaded.pipe)
+    init = Image.fromarray(np.full((64, 64, 3), (200, 40, 40), np.uint8))
+    kwargs = {"image": init, "strength": 0.5, "output_type": "np"}
+    plain = _call(pipe, steps=8, **kwargs)
+    with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
+        watched = _call(pipe, steps=8, **kwargs)
+    assert np.array_equal(plain.images, watched.images)
+    (run,) = watcher.runs
+    record = RunRecord(run["run_dir"])
+    assert record.settings["kind"] == "img2img" and record.settings["strength"] == 0.5
+    assert [s.index for s in record.steps()] == [0, 1, 2, 3]  # strength 0.5 of 8 steps
+    image_ref = record.call["kwargs"]["image"]["$image"]
+    assert np.array_equal(np.asarray(Image.open(Path(run["run_dir"]) / image_ref)), np.asarray(init))
+    assert record.call["kind"] == "img2img" and record.call["generators"][0]["seed"] == 3
+    assert_no_leftovers(pipe)
+
+
+def test_the_callers_callback_still_runs_and_its_tensor_inputs_are_kept(demo_loaded, runs_dir: Path) -> None:
+    pipe = demo_loaded.pipe
+    seen: list[tuple[int, list[str]]] = []
+
+    def callback(_pipe, index, _timestep, tensors):
+        seen.append((index, sorted(tensors)))
+        return tensors
+
+    with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
+        _call(pipe, output_type="np", callback_on_step_end=callback,
+              callback_on_step_end_tensor_inputs=["prompt_embeds"])
+    assert [i for i, _ in seen] == [0, 1, 2, 3]
+    assert all(names == ["latents", "prompt_embeds"] for _, names in seen)
+    (run,) = watcher.runs
+    assert run["call"]["unrecorded"] == ["callback_on_step_end"]  # an opaque callable: named, not dropped
+    assert len(RunRecord(run["run_dir"]).steps()) == 4
+
+
+def test_the_call_is_recorded_with_its_tensors_generators_and_pipeline_state(demo_loaded, runs_dir: Path) -> None:
+    pipe = demo_loaded.pipe
+    latents = torch.randn(2, 4, 16, 16, generator=torch.Generator().manual_seed(1))
+    generators = [torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)]
+    with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
+        pipe([PROMPT, "a blue square on a green background"], num_inference_steps=2, latents=latents,
+             generator=generators, output_type="np", guidance_scale=6.0)
+    (run,) = watcher.runs
+    record = RunRecord(run["run_dir"])
+    call = record.call
+    assert call["kwargs"]["prompt"] == [PROMPT, "a blue square on a green background"]
+    assert call["kwargs"]["generator"] == [{"$generator": 0}, {"$generator": 1}]
+    assert [g["seed"] for g in call["generators"]] == [5, 6]
+    stored = record.tensors("call_inputs")
+    assert np.array_equal(stored[call["kwargs"]["latents"]["$tensor"]], latents.numpy())
+    assert np.array_equal(stored["generator_0_state"], torch.Generator().manual_seed(5).get_state().numpy())
+    assert call["scheduler"]["class"] == type(pipe.scheduler).__name__
+    assert call["attention_processors"]["unet"] and call["thread"]["main"] is True
+    assert record.settings["batch"] == 2 and record.settings["seed"] == 5 and record.settings["guidance"] == 6.0
+    assert len(run["images"]) == 2 and len(run["verdicts"]) == 2 and record.verdicts == run["verdicts"]
+
+
+def test_a_batch_names_the_one_sample_that_went_nan(demo_loaded, runs_dir: Path) -> None:
+    pipe = demo_loaded.pipe
+
+    def poison(_pipe, index, _timestep, tensors):
+        if index == 1:
+            latents = tensors["latents"].clone()
+            latents[2] = float("nan")
+            return {"latents": latents}
+        return {}
+
+    with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
+        _call(pipe, num_images_per_prompt=4, output_type="np", callback_on_step_end=poison)
+    (run,) = watcher.runs
+    assert [v["label"] == "nan" for v in run["verdicts"]] == [False, False, True, False]
+    assert run["verdict"]["label"] == "nan"
+    first = run["first_anomaly"]
+    assert first["kind"] == "nan" and first["step"] == 2 and first["sample"] == 2
+    assert run["sample_anomalies"][2]["step"] == 2 and run["sample_anomalies"][0] is None
+    record = RunRecord(run["run_dir"])
+    assert any("image 3 of 4" in e.message for e in record.events())
+    assert record.sample_anomalies == run["sample_anomalies"]
+
+
+def test_the_pipelines_own_error_reaches_the_caller_and_is_recorded(demo_loaded, runs_dir: Path) -> None:
+    pipe = demo_loaded.pipe
+    with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
+        with pytest.raises(ValueError, match="Provide either `prompt` or `prompt_embeds`"):
+            pipe(num_inference_steps=2, output_type="np")
+    assert_no_leftovers(pipe)
+    assert "_ghostviewer_watcher" not in vars(type(pipe))
+    assert watcher.summary()["failed"] == 1 and watcher.runs[0]["status"] == "failed"
+    assert RunRecord(watcher.runs[0]["run_dir"]).status == "failed"
+
+
+def test_keep_anomalies_keeps_a_summary_row_of_healthy_calls(demo_loaded, runs_dir: Path) -> None:
+    pipe = demo_loaded.pipe
+    with ghostviewer.watch(pipe, runs_dir=runs_dir, keep="anomalies") as watcher:
+        _call(pipe, steps=2, output_type="np")
+        _call(pipe, steps=2, output_type="np", latents=torch.full((1, 4, 16, 16), float("nan")))
+    summary = watcher.summary()
+    assert {k: summary[k] for k in ("calls", "kept", "failed", "failure_rate")} == {
+        "calls": 2, "kept": 1, "failed": 1, "failure_rate": 0.5}
+    healthy, bad = watcher.runs
+    assert healthy["run_dir"] is None and not healthy["kept"] and bad["kept"]
+    assert RunRecord(bad["run_dir"]).first_anomaly is not None
+    study = StudyRecord(summary["study_dir"])
+    assert study.kind == "watch" and study.status == "done"
+    assert [(r.role, r.verdict) for r in study.runs()] == [("summary", "ok"), ("member", "nan")]
+    assert [p.name for p in study.runs_dir.iterdir()] == [Path(bad["run_dir"]).name]
+    assert not any((study.path / ".pending").iterdir())
+
+
+def test_every_nth_call_and_the_ring(demo_loaded, runs_dir: Path) -> None:
+    pipe = demo_loaded.pipe
+    with ghostviewer.watch(pipe, runs_dir=runs_dir, keep=2) as every_other:
+        for seed in range(4):
+            _call(pipe, steps=2, seed=seed, output_type="np")
+    assert [r["kept"] for r in every_other.runs] == [True, False, True, False]
+    with ghostviewer.watch(pipe, runs_dir=runs_dir, keep="anomalies", ring=1) as ring:
+        for seed in range(3):
+            _call(pipe, steps=2, seed=seed, output_type="np")
+    study = StudyRecord(ring.summary()["study_dir"])
+    assert len(list(study.runs_dir.iterdir())) == 1 and ring.summary()["calls"] == 3
+    with ghostviewer.watch(pipe, runs_dir=runs_dir, max_bytes=1) as capped:
+        for seed in range(2):
+            _call(pipe, steps=2, seed=seed, output_type="np")
+    assert len(list(StudyRecord(capped.summary()["study_dir"]).runs_dir.iterdir())) == 1  # the newest stays
+
+
+def test_two_threads_get_two_records_and_the_overlap_is_a_finding(demo_loaded, runs_dir: Path) -> None:
+    import threading
+
+    pipe = demo_loaded.pipe
+    second_started = threading.Event()
+
+    def wait_for_the_other(_pipe, index, _timestep, tensors):
+        if index == 0:
+            second_started.wait(timeout=30)
+        return {}
+
+    def mark(_pipe, index, _timestep, tensors):
+        second_started.set()
+        return {}
+
+    with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
+        first = threading.Thread(target=_call, args=(pipe,), kwargs={"output_type": "np",
+                                                                     "callback_on_step_end": wait_for_the_other})
+        first.start()
+        while not watcher.runs and watcher.summary()["calls"] < 1:
+            pass
+        _call(pipe, output_type="np", callback_on_step_end=mark)
+        first.join(timeout=60)
+    assert len(watcher.runs) == 2 and all(r["status"] == "done" for r in watcher.runs)
+    for run in watcher.runs:
+        events = RunRecord(run["run_dir"]).events(kind="concurrency")
+        assert events and "overlapped" in events[0].message
+    assert_no_leftovers(pipe)
+
+
+def test_a_process_watch_catches_pipelines_made_later(demo_loaded, runs_dir: Path) -> None:
+    from diffusers import DiffusionPipeline
+
+    original = DiffusionPipeline.__dict__["register_modules"]
+    process = ghostviewer.watch_process(runs_dir=runs_dir, keep="anomalies")
+    try:
+        made = StableDiffusionImg2ImgPipeline.from_pipe(demo_loaded.pipe)
+        assert type(made).__dict__.get("_ghostviewer_watcher") is process.watcher
+        assert type(demo_loaded.pipe).__dict__.get("_ghostviewer_watcher") is process.watcher  # found, existing
+    finally:
+        summary = process.stop()
+    assert DiffusionPipeline.__dict__["register_modules"] is original
+    assert "_ghostviewer_watcher" not in vars(type(demo_loaded.pipe)) and summary["calls"] == 0
+
+
+def test_import_ghostviewer_does_not_import_torch() -> None:
+    code = "import sys, ghostviewer; assert callable(ghostviewer.watch.__call__); print('torch' in sys.modules)"
+    light = "import sys, ghostviewer; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True).stdout.strip() == "False"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "True"
