@@ -128,10 +128,10 @@ class EngineSession:
         import ghostviewer.engine.loading.pipelines  # noqa: F401 - import everything now: 'ready' means ready
         import ghostviewer.engine.run.runner  # noqa: F401
         from ghostviewer.engine.faults import list_faults
-        from ghostviewer.engine.loading.schedulers import SCHEDULERS
+        from ghostviewer.engine.loading.schedulers import available_schedulers
 
         self.emit("ready", pid=os.getpid(), protocol=protocol, torch=torch.__version__, threads=threads,
-                  schedulers=list(SCHEDULERS), faults=list_faults(),
+                  schedulers=available_schedulers(), faults=list_faults(),
                   devices=["cpu", *["cuda"] * torch.cuda.is_available(), *["mps"] * torch.backends.mps.is_available()])
 
     def handle(self, command: dict[str, Any]) -> None:

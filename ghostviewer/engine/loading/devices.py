@@ -68,6 +68,8 @@ def resolve_dtype(spec: str | None, device: str) -> dict[str, torch.dtype]:
             component = component.strip()
             if not component.isidentifier():
                 raise GhostError(f"bad component name {component!r} in --dtype {spec!r}")
+            if component in dtypes:  # the last one would win silently
+                raise GhostError(f"--dtype {spec!r} names {component} twice")
             dtypes[component] = _parse_dtype(value, spec)
         elif seen_default:
             raise GhostError(f"--dtype {spec!r} names two defaults; use DTYPE,COMPONENT=DTYPE")

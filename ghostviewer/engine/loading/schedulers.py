@@ -22,6 +22,26 @@ SCHEDULERS: dict[str, str] = {
 }
 
 
+# Schedulers whose diffusers class needs an optional package: offered and accepted only where it is installed.
+NEEDS = {"dpm++_sde": ("torchsde", "is_torchsde_available"), "lms": ("scipy", "is_scipy_available")}
+
+
+def missing_package(short: str) -> str | None:
+    """The package a scheduler needs that is not installed here, or None."""
+    need = NEEDS.get(short)
+    if need is None:
+        return None
+    from diffusers import utils
+
+    check = getattr(utils, need[1], None)
+    return None if check is None or check() else need[0]
+
+
+def available_schedulers() -> list[str]:
+    """The short names that can run here (what the window offers)."""
+    return [short for short in SCHEDULERS if missing_package(short) is None]
+
+
 def scheduler_name(scheduler: Any) -> str:
     cls = type(scheduler).__name__
     return next((short for short, full in SCHEDULERS.items() if full == cls), cls)
@@ -38,6 +58,10 @@ def set_scheduler(pipe: Any, name: str | None) -> str:
     key = by_class.get(key, key)
     if key not in SCHEDULERS:
         raise GhostError(f"unknown scheduler {name!r}; choose one of: {', '.join(SCHEDULERS)}")
+    missing = missing_package(key)
+    if missing is not None:
+        raise GhostError(f"the scheduler {key!r} needs the {missing} package, which is not installed "
+                         f"(pip install {missing}); or choose one of: {', '.join(available_schedulers())}")
     cls = getattr(diffusers, SCHEDULERS[key])
     if type(pipe.scheduler) is not cls:
         pipe.scheduler = cls.from_config(pipe.scheduler.config)
