@@ -100,7 +100,7 @@ class RunController(QObject):
         self.scheduler.set_busy(work, busy)
 
     # -- runs and replays -------------------------------------------------------------------------
-    def queue_run(self) -> Job:
+    def queue_run(self) -> Job | None:
         return self.runs.queue_run()
 
     def queue_many(self, settings_list: list[dict[str, Any]]) -> list[Job]:

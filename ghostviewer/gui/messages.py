@@ -7,6 +7,9 @@ ENGINE_DIED = (
 ENGINE_RESTARTED = "Engine restarted."
 LOAD_FAILED = "Could not load the pipeline {source}: {message}"
 RUN_FAILED = "The run failed: {message}"
+RUN_REFUSED = "Not queued: {reason}"  # the prompt panel's fields say the same, under the Run button
+FIELD_EMPTY = "the {name} field is empty: type {what}"
+FIELD_UNREAD = "the {name} field reads {text!r}, which is not {what}"
 ENGINE_ERROR = "The engine could not {what}: {message}"
 NOT_A_RUN = "Could not open the run {path}: {message}"
 # A run folder the record cannot fully read: said in one line where it shows (never a dialog).

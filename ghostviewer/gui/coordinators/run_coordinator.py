@@ -46,7 +46,12 @@ class RunCoordinator(QObject):
         scheduler.jobEnded.connect(self._on_ended)
 
     # -- queueing ---------------------------------------------------------------------------------
-    def queue_run(self) -> Job:
+    def queue_run(self) -> Job | None:
+        """Queue exactly what the prompt panel shows, or refuse (None) with the panel's reason in one line."""
+        why = self.prompt.refusal(*self.pipeline.key())
+        if why:
+            self.sigMessage.emit(messages.RUN_REFUSED.format(reason=why))
+            return None
         return self.scheduler.submit(self.prompt.take_settings(*self.pipeline.key()) | self.blocks.run_fields())
 
     def queue_many(self, settings_list: list[dict[str, Any]]) -> list[Job]:

@@ -9,7 +9,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from ghostviewer.spec import DEFAULTS, RunSpec
+from ghostviewer.spec import DEFAULTS, RunSpec, SpecError, validate
+from ghostviewer.spec.checks import check_guidance, check_seed, check_size, check_steps, check_text
 
 MAX_RANDOM_SEED = 2**32 - 1
 FIELDS = ("prompt", "negative", "seed", "seed_locked", "steps", "guidance", "width", "height", "scheduler",
@@ -59,12 +60,15 @@ class PromptModel(QObject):
         self.scheduler = ""  # "": the pipeline's own
         self.fault = ""  # a ghost-lab fault preset to inject ("": none)
         self._rng = random.SystemRandom()
+        self.unread: dict[str, str] = {}  # field -> why its text is not a value yet ("" steps, an empty seed)
 
     def update(self, **values: Any) -> None:
         touched = False
         for key, value in values.items():
             if key not in FIELDS:
                 raise KeyError(f"unknown prompt field {key!r}")
+            if self.unread.pop(key, None) is not None:  # a value given: the field reads as one again
+                touched = True
             if getattr(self, key) != value:
                 setattr(self, key, value)
                 touched = True
@@ -75,10 +79,58 @@ class PromptModel(QObject):
         self.update(seed=self._rng.randrange(0, MAX_RANDOM_SEED + 1))
         return self.seed
 
+    def set_unread(self, key: str, message: str | None) -> None:
+        """The panel says a field's text is no value (empty, a lone '-'): the model keeps its last value, so the
+        run must be refused until the text is one again — never run the value the field no longer shows."""
+        if key not in FIELDS:
+            raise KeyError(f"unknown prompt field {key!r}")
+        if (message or None) != self.unread.get(key):
+            if message:
+                self.unread[key] = message
+            else:
+                self.unread.pop(key, None)
+            self.changed.emit()
+
+    def field_errors(self) -> dict[str, str]:
+        """field -> the run spec's own one-line refusal of its value (the engine's words), for the fields shown."""
+        errors = {k: v for k, v in self.unread.items() if k != "seed" or self.seed_locked}  # unlocked: drawn
+        checks = {"prompt": lambda: check_text("prompt", self.prompt),
+                  "negative": lambda: check_text("negative prompt", self.negative),
+                  "seed": lambda: check_seed(self.seed) if self.seed_locked else None,
+                  "steps": lambda: check_steps(self.steps),
+                  "guidance": lambda: check_guidance(guidance_setting(self.guidance))
+                  if guidance_setting(self.guidance) is not None else None,
+                  "width": lambda: check_size("width", int(self.width) or None),
+                  "height": lambda: check_size("height", int(self.height) or None)}
+        for key, check in checks.items():
+            if key in errors:
+                continue
+            try:
+                check()
+            except SpecError as exc:
+                errors[key] = str(exc)
+        return errors
+
+    def refusal(self, source: str = "demo", device: str = "auto", dtype: str = "") -> str:
+        """Why the next run cannot be queued as shown ("" when it can): a field's text that is no value, else the
+        run spec's validation of exactly what would run."""
+        errors = self.field_errors()
+        for key in FIELDS:
+            if key in errors:
+                return errors[key]
+        try:
+            validate(self._spec(source, device, dtype, None))
+        except SpecError as exc:
+            return str(exc)
+        return ""
+
     def take_spec(self, source: str, device: str, dtype: str, prompt: str | None = None) -> RunSpec:
         """The RunSpec of the next queued run (draws a new seed first when the seed is unlocked)."""
         if not self.seed_locked:
             self.randomise_seed()
+        return self._spec(source, device, dtype, prompt)
+
+    def _spec(self, source: str, device: str, dtype: str, prompt: str | None) -> RunSpec:
         return RunSpec(
             prompt=self.prompt if prompt is None else prompt,
             negative_prompt=self.negative,

@@ -8,11 +8,13 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QResizeEvent, QValidator
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
     QFrame,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
@@ -25,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ghostviewer.gui import messages
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.pipeline_model import PipelineModel
 from ghostviewer.gui.models.prompt_model import FAMILY_GUIDANCE, PromptModel, intervention_words
@@ -32,12 +35,28 @@ from ghostviewer.spec.seeds import MAX_SEED
 
 RUN_TEXT = "Run  (Ctrl+Enter)"
 ACTIVE_STYLE = "QPushButton { color: #ef6c00; font-weight: bold; }"
+BAD_FIELD_STYLE = "border: 2px solid #c62828; background: #ffebee;"
+REFUSAL_STYLE = "color: #c62828;"
+# The boxes take far more than a run accepts: a typed value stays as typed and the run spec's own checks refuse it
+# in words (a box's own maximum would cut "100000" to "1000" without a word).
+BOX_LIMIT = 999_999
+# field -> (name in a message, what it should hold)
+FIELD_WORDS = {"seed": ("seed", "a whole number (or press Randomise)"), "steps": ("steps", "a number of steps"),
+               "guidance": ("guidance", "a number (or the lowest value: pipeline default)"),
+               "width": ("width", "a width in pixels (0: native)"),
+               "height": ("height", "a height in pixels (0: native)")}
 
 
 def _size_box() -> QSpinBox:
-    box = QSpinBox(minimum=0, maximum=4096, singleStep=8)
+    box = QSpinBox(minimum=0, maximum=BOX_LIMIT, singleStep=8)
     box.setSpecialValueText("native")
     return box
+
+
+def unread_message(key: str, text: str) -> str:
+    name, what = FIELD_WORDS[key]
+    return (messages.FIELD_UNREAD.format(name=name, text=text, what=what) if text.strip()
+            else messages.FIELD_EMPTY.format(name=name, what=what))
 
 
 SEED_TIP = f"The run's seed: 0 to {MAX_SEED}. Unlock it to draw a new one per run."
@@ -72,8 +91,8 @@ class PromptPanel(QWidget):
         self.lock = QToolButton(text="Lock", checkable=True,
                                 toolTip="Locked: every run uses this seed. Unlocked: each run draws a new one.")
         self.dice = QToolButton(text="Randomise", toolTip="Draw a new seed now")
-        self.steps = QSpinBox(minimum=1, maximum=1000)
-        self.guidance = QDoubleSpinBox(minimum=FAMILY_GUIDANCE, maximum=50.0, singleStep=0.5, decimals=2,
+        self.steps = QSpinBox(minimum=0, maximum=BOX_LIMIT)
+        self.guidance = QDoubleSpinBox(minimum=FAMILY_GUIDANCE, maximum=BOX_LIMIT, singleStep=0.5, decimals=2,
                                        toolTip="Classifier-free guidance; lowest: the pipeline family's usual "
                                                "(7.5 for SD, 5 for SDXL, 3.5 for Flux)")
         self.guidance.setSpecialValueText("pipeline default")
@@ -83,6 +102,15 @@ class PromptPanel(QWidget):
         self.run_text = RUN_TEXT  # what the Run button says in full (elided when the dock is narrow)
         self.run_button = QPushButton(RUN_TEXT)
         self.run_button.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)  # long texts elide
+        self.why = QLabel(wordWrap=True, styleSheet=REFUSAL_STYLE)  # why Run is off, in the spec's own words
+        self.why.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        self.why.hide()
+        self.boxes: dict[str, QAbstractSpinBox] = {"steps": self.steps, "guidance": self.guidance,
+                                                   "width": self.width_box, "height": self.height_box}
+        self.fields: dict[str, QWidget] = {"prompt": self.prompt, "negative": self.negative, "seed": self.seed,
+                                           **self.boxes}
+        self.tips = {key: widget.toolTip() for key, widget in self.fields.items()}
+        self.run_tip = "Queue a run with these settings (Ctrl+Enter)"
         seed_row = QHBoxLayout()
         for widget in (self.seed, self.lock, self.dice):
             seed_row.addWidget(widget)
@@ -110,15 +138,19 @@ class PromptPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.scroll, 1)
         layout.addWidget(self.run_button)
+        layout.addWidget(self.why)
         self.prompt.textChanged.connect(lambda: model.update(prompt=self.prompt.toPlainText()))
         self.negative.textEdited.connect(lambda text: model.update(negative=text))
-        self.seed.textEdited.connect(lambda text: model.update(seed=int(text)) if text else None)
+        self.seed.textEdited.connect(self._on_seed_text)
         self.lock.toggled.connect(lambda on: model.update(seed_locked=on))
         self.dice.clicked.connect(model.randomise_seed)
         self.steps.valueChanged.connect(lambda v: model.update(steps=v))
         self.guidance.valueChanged.connect(lambda v: model.update(guidance=float(v)))
         self.width_box.valueChanged.connect(lambda v: model.update(width=v))
         self.height_box.valueChanged.connect(lambda v: model.update(height=v))
+        for key, box in self.boxes.items():  # text that is no value yet ("", "-"): the run waits, never the old value
+            box.lineEdit().textChanged.connect(lambda _text, key=key, box=box: self._on_box_text(key, box))
+            box.editingFinished.connect(lambda key=key, box=box: self._on_box_text(key, box))  # its text put back
         self.scheduler.currentIndexChanged.connect(self._on_scheduler)
         self.fault.currentIndexChanged.connect(
             lambda i: model.update(fault=self.fault.itemData(i) or "") if i >= 0 else None)
@@ -126,11 +158,43 @@ class PromptPanel(QWidget):
         model.changed.connect(self._sync)
         pipeline.changed.connect(self._sync_schedulers)
         pipeline.changed.connect(self._sync_faults)
+        pipeline.changed.connect(self._sync_refusal)
         if blocks is not None:
             blocks.bypassChanged.connect(self._sync_run_button)
             blocks.captureChanged.connect(self._sync_run_button)
         self._sync()
         self._sync_schedulers()
+
+    def _on_seed_text(self, text: str) -> None:
+        if text:
+            self.model.update(seed=int(text))
+        else:
+            self.model.set_unread("seed", unread_message("seed", text))
+
+    def _on_box_text(self, key: str, box: QAbstractSpinBox) -> None:
+        if box.hasAcceptableInput():
+            self.model.set_unread(key, None)
+        else:
+            self.model.set_unread(key, unread_message(key, box.lineEdit().text()))
+
+    def refusal(self) -> str:
+        """Why Run is off ("" when it is on): exactly what `RunCoordinator.queue_run` would refuse."""
+        return self.model.refusal(*self.pipeline.key())
+
+    def _sync_refusal(self) -> None:
+        """Run is off while a field would not run as shown; the field is outlined and the reason is under Run."""
+        why, errors = self.refusal(), self.model.field_errors()
+        for key, widget in self.fields.items():
+            bad = errors.get(key, "")
+            style = BAD_FIELD_STYLE if bad else ""
+            if widget.styleSheet() != style:
+                widget.setStyleSheet(style)
+            widget.setToolTip(bad or self.tips[key])
+        self.run_button.setEnabled(not why)
+        self.run_button.setToolTip(f"Run is off: {why}" if why else self.run_tip)
+        self.why.setVisible(bool(why))
+        self.why.setText(f"Run is off: {why}" if why else "")
+        self.why.setToolTip(why)
 
     def _seed_rejected(self) -> None:
         """Say why a keystroke or paste did nothing (a seed past the largest, or not a number)."""
@@ -149,10 +213,11 @@ class PromptPanel(QWidget):
         if self.run_text != text:
             self.run_text = text
             self.run_button.setStyleSheet(ACTIVE_STYLE if words else "")
-            self.run_button.setToolTip(
+            self.run_tip = (
                 "The next run changes the pipeline: " + ", ".join(words) + " (Ctrl+Enter)" if words
                 else "Queue a run with these settings (Ctrl+Enter)")
         self._elide_run_button()
+        self._sync_refusal()
 
     def _elide_run_button(self) -> None:
         """The full text when it fits the button, else cut at the end with '…' (the tooltip has it all)."""
@@ -206,7 +271,7 @@ class PromptPanel(QWidget):
             self.prompt.setPlainText(m.prompt)
         if self.negative.text() != m.negative:
             self.negative.setText(m.negative)
-        if self.seed.text() != str(m.seed):
+        if self.seed.text() != str(m.seed) and "seed" not in m.unread:  # an emptied field stays empty
             self.seed.setText(str(m.seed))
         self.lock.blockSignals(True)
         self.lock.setChecked(m.seed_locked)
