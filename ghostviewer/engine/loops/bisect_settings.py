@@ -16,7 +16,6 @@ taken from the bad run and listed under `ignored`, with the pipeline source (alw
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from ghostviewer.analysis.symptom import Symptom
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.bisect_trials import BisectionCancelled, ProgressFn, Trials, quiet
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
+from ghostviewer.engine.run.baseline_lookup import format_dtypes
 from ghostviewer.engine.run.runner import CancelToken
 from ghostviewer.engine.tracing.blocks import pipeline_components
 from ghostviewer.record import StudyWriter
@@ -50,14 +50,6 @@ def per_component(spec: str | None, components: list[str]) -> dict[str, str] | N
     if set(overrides) - set(components):
         return None
     return {c: overrides.get(c, default) for c in components}
-
-
-def format_dtypes(dtypes: Mapping[str, str], prefer: str = "float32") -> str:
-    """{component: dtype} → the shortest spec: 'float16', or 'float32,vae=float16' (the usual dtype as default)."""
-    counts = Counter(dtypes.values())
-    default = max(counts, key=lambda d: (counts[d], d == prefer))
-    rest = [f"{c}={d}" for c, d in dtypes.items() if d != default]
-    return ",".join([default, *rest])
 
 
 def differences(bad: RunSpec, good: RunSpec, components: list[str]) -> tuple[list[str], dict[str, Any]]:

@@ -9,6 +9,8 @@ still holds that folder's weights (memory_identity.py); otherwise none, and no b
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,14 @@ from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.spec import RunSpec
 
 
-def dtype_label(dtypes: dict[str, str]) -> str | None:
-    """'float32' when every component has that dtype, else 'text_encoder=float32,unet=float16,…' (a baseline's
-    dtype: its key is a hash over it, so this string must not change)."""
-    kinds = set(dtypes.values())
-    if len(kinds) == 1:
-        return kinds.pop()
-    return ",".join(f"{name}={dtypes[name]}" for name in sorted(dtypes)) or None
+def format_dtypes(dtypes: Mapping[str, str], prefer: str = "float32") -> str:
+    """{component: dtype} → the shortest spec: 'float16', or 'float32,vae=float16' (the commonest dtype as the
+    default, `prefer` on a tie; the others by component name). The one dtype formatter: what runs, studies and
+    baselines record."""
+    counts = Counter(dtypes.values())
+    default = max(counts, key=lambda d: (counts[d], d == prefer))
+    rest = [f"{c}={d}" for c, d in sorted(dtypes.items()) if d != default]
+    return ",".join([default, *rest])
 
 
 def identity_of(loaded: LoadedPipeline) -> dict[str, Any] | None:
@@ -38,7 +41,7 @@ def identity_of(loaded: LoadedPipeline) -> dict[str, Any] | None:
 def key_settings(loaded: LoadedPipeline, settings: dict[str, Any]) -> dict[str, Any]:
     """The baseline settings of a run's resolved settings (scheduler, steps, size, dtype as loaded, guidance)."""
     out = settings_of(settings)
-    out["dtype"] = dtype_label(loaded.dtypes)
+    out["dtype"] = format_dtypes(loaded.dtypes) if loaded.dtypes else None
     out["guidance"] = float(out["guidance"]) if out["guidance"] is not None else None
     return out
 
