@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ghostviewer.cli.common import (
@@ -22,6 +23,8 @@ from ghostviewer.cli.common import (
     print_json,
 )
 from ghostviewer.spec import DEFAULTS
+from ghostviewer.spec.prompt_lists import ListOptions
+from ghostviewer.spec.templates import TemplateOptions
 
 SWEEP_FLAGS = ("--steps", "--guidance", "--negative", "--scheduler", "--dtype", "--device", "--fault", "--bypass")
 DEFAULT_SEEDS = "0-9"
@@ -40,6 +43,17 @@ def add_sweep_parser(sub: Any) -> None:
     add_source(sweep)
     sweep.add_argument("--seeds", default=DEFAULT_SEEDS, metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
     add_spec_options(sweep, SWEEP_FLAGS)
+    lists = sweep.add_argument_group("prompt lists as A1111 and dynamic prompts write them")
+    lists.add_argument("--style", action="append", default=[], metavar="NAME",
+                       help="apply this A1111 style to every row (repeatable; needs --styles-file)")
+    lists.add_argument("--styles-file", metavar="FILE", help="an A1111 styles.csv (name, prompt, negative_prompt)")
+    lists.add_argument("--template-mode", choices=["combinatorial", "random"], default="combinatorial",
+                       help="dynamic-prompt templates: every variant (default), or --variants random ones")
+    lists.add_argument("--variants", type=int, metavar="N",
+                       help="random mode: variants a template (default 1); combinatorial: a cap")
+    lists.add_argument("--template-seed", type=int, default=0, metavar="S", help="random mode's expansion seed")
+    lists.add_argument("--wildcards", metavar="DIR",
+                       help="the __wildcard__ folder (default: wildcards/ beside the list)")
     sweep.add_argument("--ray", metavar="auto|local|ADDRESS",
                        help="run on Ray actors: 'auto' joins the running cluster (else starts one here), "
                        "'local' starts one here, or give a cluster address; --runs-dir must be shared by all nodes")
@@ -81,7 +95,15 @@ def describe_sweep(result: dict[str, Any]) -> str:
 
 # Options whose values a resumed sweep takes from its record (their defaults here mean "not given"), by dest.
 RECORDED_BY_THE_SWEEP = {"seeds": DEFAULT_SEEDS, **{SPEC_OPTIONS[flag][0]: _default(flag) for flag in SWEEP_FLAGS},
-                         "fingerprints": False}
+                         "fingerprints": False, "style": [], "styles_file": None, "template_mode": "combinatorial",
+                         "variants": None, "template_seed": 0, "wildcards": None}
+
+
+def _list_options(args: argparse.Namespace) -> ListOptions:
+    return ListOptions(
+        styles_file=Path(args.styles_file) if args.styles_file else None, styles=tuple(args.style),
+        templates=TemplateOptions(mode=args.template_mode, count=args.variants, seed=args.template_seed,
+                                  wildcards=Path(args.wildcards) if args.wildcards else None))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -99,7 +121,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         resume=args.resume, ray=args.ray, runs_dir=args.runs_dir, guidance=args.guidance, negative=args.negative_prompt,
         scheduler=args.scheduler, dtype=args.dtype, device=args.device, config=args.config,
         allow_pickle=args.allow_pickle, fingerprints=args.fingerprints,
-        on_progress=_progress(quiet=args.json and not sys.stderr.isatty()),
+        on_progress=_progress(quiet=args.json and not sys.stderr.isatty()), list_options=_list_options(args),
     )
     print_json(result) if args.json else print(describe_sweep(result))
     return EXIT_PROBLEM if result["failed"] else EXIT_OK

@@ -20,13 +20,21 @@ from typing import Any
 from ghostviewer.analysis.sweep_stats import SweepStats, verdict_of
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.pipelines import LoadedPipeline, load_pipeline
-from ghostviewer.engine.loops.sweep_jobs import Items, SweepJob, count_jobs, jobs_or_error, parse_seed_spec
+from ghostviewer.engine.loops.sweep_jobs import (
+    Items,
+    SweepJob,
+    count_jobs,
+    frozen_list,
+    jobs_or_error,
+    parse_seed_spec,
+)
 from ghostviewer.engine.loops.sweep_ray import ray_results
 from ghostviewer.engine.loops.sweep_spec import SWEEP_TENSORS_EVERY, SweepSpec, run_one
 from ghostviewer.engine.run.runner import CancelToken
 from ghostviewer.record import RecordError, RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.study import canonical_key
 from ghostviewer.spec import RunSpec, names
+from ghostviewer.spec.prompt_lists import ListOptions
 
 ProgressFn = Callable[[dict[str, Any]], None]
 Results = Iterator[tuple[SweepJob, dict[str, Any]]]
@@ -91,12 +99,15 @@ def run_sweep(
     fingerprints: bool = False,
     on_progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
+    list_options: ListOptions | None = None,
 ) -> dict[str, Any]:
     """CONTRACT's `sweep` dict ({"runs", "failure_rate", "failed", "total", ...}), recorded as a sweep study.
 
     `study_dir`: resume that sweep (its list, seeds and settings come from its record unless given again).
     `ray`: "auto", "local" or a cluster address: the runs go to Ray actors. `pipeline`: an object in memory
     (recorded as such), or a LoadedPipeline already loaded from `source` (the engine process's).
+    `list_options`: A1111 styles to apply and how dynamic-prompt templates expand; a list with templates or styles
+    is read once into frozen rows kept in the study with their provenance (sweep_jobs.frozen_list).
     `fingerprints`: record bit-level fingerprints in every run (off by default: the verdicts and first anomalies
     are the same without them, a sweep is ~5 % faster, and its runs compare with others by their statistics).
     """
@@ -109,19 +120,21 @@ def run_sweep(
         except (KeyError, TypeError, ValueError) as exc:
             study.close()
             raise GhostError(f"{study_dir} is not a sweep study GhostViewer can resume: {exc}") from None
+        spec.allow_pickle = allow_pickle  # this command line's, never the record's
         if items is not None:
             spec.items = items
     else:
         if items is None:
             raise GhostError("a sweep needs a prompt list (or a sweep study to resume)")
         seed_list = parse_seed_spec("0-9" if seeds is None else seeds)
+        items, provenance = frozen_list(items, list_options)
         base = RunSpec(prompt="", negative_prompt=negative, steps=steps, guidance=guidance,
                            scheduler=scheduler, device=device, dtype=dtype, bypass=names(bypass),
                            faults=names(faults), trace_depth=trace_depth,
                            source=_source_name(source, pipeline),
                            extra={"config": str(Path(config).resolve())} if config else {})
         spec = SweepSpec(items, seed_list, base, seeds if isinstance(seeds, str) else "", config, allow_pickle,
-                         tensors_every, fingerprints)
+                         tensors_every, fingerprints, {"list_provenance": provenance} if provenance else {})
         study = None
     _check_interventions(spec.base)
     total = count_jobs(spec.items, spec.seeds)  # checks the whole list before anything runs

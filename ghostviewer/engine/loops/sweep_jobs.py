@@ -15,9 +15,10 @@ from typing import Any
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.spec import RunSpec
 from ghostviewer.spec.checks import SettingsError, check_values
-from ghostviewer.spec.prompt_lists import PromptListError, iter_prompt_list
+from ghostviewer.spec.prompt_lists import ListOptions, PromptListError, freeze_prompt_list, iter_prompt_list
 from ghostviewer.spec.run_spec import ROW_FIELDS
 from ghostviewer.spec.seeds import SeedSpecError, parse_seeds, seed_list
+from ghostviewer.spec.templates import Expander, wildcard_folder
 
 # A row's own values that override the sweep's (its seed replaces the seed spec instead).
 OVERRIDES = {key: field for key, field in ROW_FIELDS.items() if key not in ("prompt", "seed")}
@@ -57,6 +58,28 @@ def iter_items(items: Items) -> Iterator[dict[str, Any]]:
         if not isinstance(entry, dict) or not isinstance(entry.get("prompt"), str):
             raise PromptListError(f"prompt {index}: each entry needs a 'prompt'")
         yield entry
+
+
+def frozen_list(items: Items, options: ListOptions | None) -> tuple[Items, dict[str, Any] | None]:
+    """A list file with dynamic-prompt templates, or with styles to apply, read once into rows (and their
+    provenance) that the study keeps: a resumed sweep then runs the same rows whatever happened to the template,
+    wildcard or styles files since. Any other list stays a path, streamed (a 100,000-line list is never held)."""
+    if not isinstance(items, (str, Path)):
+        return items, None
+    options = options or ListOptions()
+    random_mode = options.templates.mode != "combinatorial"
+    try:
+        if not (options.styles_file or options.styles or random_mode):
+            expander = Expander(options.templates, wildcard_folder(Path(items), options.templates))
+            for _ in iter_prompt_list(items, options, expander=expander):
+                if expander.templates:
+                    break
+            else:
+                return items, None
+        rows, provenance = freeze_prompt_list(items, options)
+    except PromptListError as exc:
+        raise GhostError(str(exc)) from None
+    return rows, provenance
 
 
 def plan_jobs(items: Items, seeds: list[int]) -> Iterator[SweepJob]:

@@ -39,7 +39,7 @@ class SweepSpec:
         return {**listed, "seeds": self.seeds_text or ",".join(map(str, self.seeds)), "total": total,
                 "settings": {k: settings[k] for k in SETTING_KEYS}, "config": self.config,
                 "allow_pickle": self.allow_pickle, "tensors_every": self.tensors_every,
-                "fingerprints": self.fingerprints}
+                "fingerprints": self.fingerprints, **self.extra}
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> SweepSpec:
@@ -48,9 +48,11 @@ class SweepSpec:
         if params.get("config"):  # a single-file checkpoint's configs: every run records them (replay reloads so)
             base = replace(base, extra={**base.extra, "config": str(params["config"])})
         seeds = parse_seed_spec(str(params.get("seeds") or "0"))
-        return cls(items, seeds, base, str(params.get("seeds") or ""), params.get("config"),
-                   bool(params.get("allow_pickle")), int(params.get("tensors_every") or SWEEP_TENSORS_EVERY),
-                   bool(params.get("fingerprints", False)))
+        # allow_pickle is never taken from a record: a study folder someone hands you must not turn pickle on (the
+        # caller passes the command line's own flag).
+        return cls(items, seeds, base, str(params.get("seeds") or ""), params.get("config"), False,
+                   int(params.get("tensors_every") or SWEEP_TENSORS_EVERY), bool(params.get("fingerprints", False)),
+                   {"list_provenance": params["list_provenance"]} if params.get("list_provenance") else {})
 
 
 def run_one(loaded: Any, settings: RunSpec, runs_dir: Path, cancel: CancelToken | None,
