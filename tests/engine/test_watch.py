@@ -167,7 +167,6 @@ def test_keep_anomalies_keeps_a_summary_row_of_healthy_calls(demo_loaded, runs_d
     assert study.kind == "watch" and study.status == "done"
     assert [(r.role, r.verdict) for r in study.runs()] == [("summary", "ok"), ("member", "nan")]
     assert [p.name for p in study.runs_dir.iterdir()] == [Path(bad["run_dir"]).name]
-    assert not any((study.path / ".pending").iterdir())
 
 
 def test_every_nth_call_and_the_ring(demo_loaded, runs_dir: Path) -> None:
@@ -237,3 +236,27 @@ def test_import_ghostviewer_does_not_import_torch() -> None:
     light = "import sys, ghostviewer; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True).stdout.strip() == "False"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "True"
+
+
+def test_an_unmodified_program_runs_watched_with_its_own_exit_code(tmp_path: Path, runs_dir: Path) -> None:
+    """What `ghostviewer record -- python app.py` does: the program's pipelines watched, its exit code kept."""
+    import io
+
+    from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR
+    from ghostviewer.engine.watch import run_program
+
+    app = tmp_path / "app.py"
+    app.write_text(
+        "import sys, torch\n"
+        "from diffusers import StableDiffusionPipeline\n"
+        f"pipe = StableDiffusionPipeline.from_pretrained({str(DEMO_PIPELINE_DIR)!r})\n"
+        "pipe.set_progress_bar_config(disable=True)\n"
+        "pipe(sys.argv[1], num_inference_steps=2, generator=torch.Generator().manual_seed(0))\n"
+        "sys.exit(3)\n"
+    )
+    err = io.StringIO()
+    code, summary = run_program(["python", str(app), "a red circle"], runs_dir=runs_dir, stderr=err)
+    assert code == 3 and summary["calls"] == 1 and summary["kept"] == 1
+    assert "1 pipeline calls watched" in err.getvalue()
+    (child,) = StudyRecord(summary["study_dir"]).runs()
+    assert RunRecord(child.run_dir).settings["prompt"] == "a red circle"

@@ -146,6 +146,15 @@ class BufferedWriter:
         if self._created.exception() is None:
             done.result()
 
+    def discard(self) -> None:
+        """A held record that is not wanted after all (a healthy watched call under keep="anomalies"): nothing of it
+        is ever written, and it reads as finished. Only before anything was written."""
+        if not self.hold or self._created.done():
+            raise RuntimeError("only a held record that was never written can be discarded")
+        self._finished = True
+        self._queued.clear()
+        self._events.clear()
+
     def _close(self, writer: RunWriter, status: str, elapsed_s: float, error: str | None) -> None:
         """The final status: a run whose record could not be fully written did not end well, whatever the runner
         thought (it may learn of a failed write only here)."""

@@ -110,6 +110,9 @@ class RecordOptions:
     cancel: CancelToken | None = None
     on_progress: ProgressFn | None = None
     trace: bool = True  # False: steps, images and verdicts only, no module hooks (a watched call overlapping another)
+    # With flight=False: called with the run dict once the call is judged; True drops the record unwritten (a watched
+    # call the keep policy does not keep). Statistics are then judged as each step ends rather than when written.
+    discard: Callable[[dict[str, Any]], bool] | None = None
 
 
 def _host(tensor: torch.Tensor) -> np.ndarray:
@@ -172,6 +175,13 @@ def record_call(
         """Queue what the hooks queued for the next batch, which turns it into columns, feeds the anomaly detector
         and stores them; returns (the first anomaly once done, the feature maps)."""
         batch = tracer.take()
+        if options.discard is not None:  # judged now, so that a record the policy drops is never written
+            judged = Tracer.harvest(batch).columns
+            detector.feed_columns(judged)
+            first: Future[Any] = Future()
+            first.set_result(detector.first)
+            writer.submit(lambda w: w.add_stats(judged))
+            return first, batch.feature_maps
 
         def store(w: RunWriter) -> dict[str, Any] | None:
             columns = Tracer.harvest(batch).columns
@@ -398,6 +408,13 @@ def _record(
         writer.submit(lambda w: w.set_samples(verdicts, samples))
     late_events()
     elapsed = time.perf_counter() - started
+    if options.discard is not None and writer.hold:
+        summary = _summary(None, settings, verdict, detector.first, [], verdicts, elapsed)
+        if len(images) > 1:
+            summary["sample_anomalies"] = samples
+        if options.discard(summary):
+            writer.discard()
+            return summary
     writer.event("run", f"verdict {verdict['label']}", level="info" if verdict["label"] == "ok" else "warning")
     writer.finish("done", elapsed)
     writer.check()  # a write that failed at the end (the verdict, the image) fails the run, as the record says

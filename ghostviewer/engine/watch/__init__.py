@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ghostviewer.engine.watch.process import ProcessWatch, watch_process
+from ghostviewer.engine.watch.program import run_program
 from ghostviewer.engine.watch.watcher import Watcher
 
 
@@ -39,4 +40,4 @@ def watch(pipe: Any, runs_dir: str | Path | None = None, keep: str | int = "all"
         watcher.detach()
 
 
-__all__ = ["ProcessWatch", "Watcher", "attach", "watch", "watch_process"]
+__all__ = ["ProcessWatch", "Watcher", "attach", "run_program", "watch", "watch_process"]

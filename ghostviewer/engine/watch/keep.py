@@ -47,8 +47,14 @@ class KeepPolicy:
 
     @property
     def writes_as_it_goes(self) -> bool:
-        """Whether a call's record is written during the call (a flight record) or at its end, once judged."""
+        """Whether a call's record is written during the call (a flight record) or at its end, once judged: a
+        process killed mid-call then leaves nothing of that call."""
         return self.keep == "all" and self.ring is None
+
+    @property
+    def drops_unwritten(self) -> bool:
+        """Whether a call the policy does not want is judged first and never written (no ring to fill)."""
+        return self.keep != "all" and self.ring is None
 
     def wants(self, index: int, summary: dict[str, Any]) -> bool:
         """Whether call number `index` (0-based) keeps its full record."""

@@ -50,7 +50,6 @@ from ghostviewer.paths import default_runs_dir
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
 
 log = logging.getLogger(__name__)
-PENDING = ".pending"  # inside the study: records written before the policy has decided (never listed)
 RUNS_IN_MEMORY = 1000  # `runs` holds the last this many calls' dicts; summary() counts every call
 _local = threading.local()  # a watched call on this thread (a pipeline calling another inside is not a new call)
 
@@ -203,14 +202,16 @@ class Watcher:
         try:
             arguments = bind_arguments(original, pipe, args, kwargs)
             call, settings, loaded = self._prepare(pipe, original, arguments, invoke, flight, owner)
-            folder = self._study.runs_dir if self.policy.writes_as_it_goes else self.study_dir / PENDING
-            options = RecordOptions(baseline=self.baseline, flight=self.policy.writes_as_it_goes, trace=owner)
+            index, policy = flight.index, self.policy
+            options = RecordOptions(baseline=self.baseline, flight=policy.writes_as_it_goes, trace=owner,
+                                    discard=(lambda summary: not policy.wants(index, summary))
+                                    if policy.drops_unwritten else None)
         except Exception as exc:  # noqa: BLE001 - GhostViewer's own failure: the caller's call goes on unwatched
             log.warning("ghostviewer: call %d not recorded (%s: %s)", flight.index, type(exc).__name__, exc)
             return original(pipe, *args, **kwargs)
         started = time.perf_counter()
         try:
-            summary = record_call(loaded, settings, call, folder, options=options)
+            summary = record_call(loaded, settings, call, self._study.runs_dir, options=options)
         except RunFailed as exc:
             self._finish(flight.index, _failed_summary(exc, settings, call, time.perf_counter() - started))
             if "error" in made:
@@ -294,16 +295,9 @@ class Watcher:
         keep = self.policy.wants(index, summary)
         run_dir = Path(summary["run_dir"]) if summary.get("run_dir") else None
         evicted: list[Path] = []
-        if run_dir is not None and run_dir.parent.name == PENDING:
-            if keep:
-                target = self._study.runs_dir / run_dir.name
-                with contextlib.suppress(OSError):
-                    os.replace(run_dir, target)
-                    _moved(summary, run_dir, target)
-                    run_dir = target
-            else:
-                _discard(run_dir)
-        if keep and run_dir is not None:
+        if run_dir is not None and not keep:  # written as it went, and not wanted after all
+            shutil.rmtree(run_dir, ignore_errors=True)
+        elif keep and run_dir is not None:
             evicted = self.policy.kept(run_dir, summary)
         summary.update(kept=keep and run_dir not in evicted, call_index=index)
         if not summary["kept"]:
@@ -360,19 +354,6 @@ def _latent_verdict(output: Any) -> dict[str, Any]:
     bad = latents is not None and not bool(torch.isfinite(latents).all())
     return {"label": "nan" if bad else "ok", "scores": {},
             "note": "output_type latent: no image to judge; the verdict is the latents' finiteness"}
-
-
-def _moved(summary: dict[str, Any], old: Path, new: Path) -> None:
-    def swap(path: Any) -> Any:
-        return None if path is None else str(path).replace(str(old), str(new), 1)
-
-    summary["run_dir"] = str(new)
-    summary["image"] = swap(summary.get("image"))
-    summary["images"] = [swap(p) for p in summary.get("images") or []]
-
-
-def _discard(run_dir: Path) -> None:
-    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _failed_summary(exc: RunFailed, settings: Any, call: PipelineCall, elapsed: float) -> dict[str, Any]:
