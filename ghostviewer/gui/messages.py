@@ -5,7 +5,9 @@ ENGINE_DIED = (
     "(the interrupted run is kept as incomplete). Use Engine ▸ Restart engine to continue."
 )
 ENGINE_RESTARTED = "Engine restarted."
-LOAD_FAILED = "Could not load the pipeline {source}: {message}"
+LOAD_FAILED = "Could not load the pipeline {source}: {message}{kept}"  # the full text behind Show details
+LOAD_KEPT = " — going back to {source}"
+LOAD_FAILED_LINE = "⚠ could not load {name}: {message}"  # the pipeline panel's one line
 RUN_FAILED = "The run failed: {message}"
 RUN_REFUSED = "Not queued: {reason}"  # the prompt panel's fields say the same, under the Run button
 FIELD_EMPTY = "the {name} field is empty: type {what}"

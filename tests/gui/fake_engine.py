@@ -19,6 +19,10 @@ from tests.gui.fake_runs import MODULES, write_fake_run
 STEP_DELAY_S = float(os.environ.get("FAKE_ENGINE_STEP_DELAY", "0.05"))
 
 
+LONG_LOAD_ERROR = ("Error no file named diffusion_pytorch_model.safetensors found in directory "
+                   + "/very/long/path/" * 20 + "unet.\nTraceback-like second line\n" + "x" * 2000)
+
+
 class FakeSession:
     def __init__(self, emit: Emitter) -> None:
         self.emit = emit
@@ -33,6 +37,9 @@ class FakeSession:
         if name == "load":
             if command.get("source") == "broken":
                 self.emit("error", message="no pipeline here: broken", cmd="load", id=ident)
+                return
+            if command.get("source") == "broken-long":  # a library's raw text: long, several lines
+                self.emit("error", message=LONG_LOAD_ERROR, cmd="load", id=ident)
                 return
             self.loaded = str(command.get("source"))
             self.emit("loaded", id=ident, source=self.loaded, kind="demo", device="cpu",

@@ -28,7 +28,7 @@ def _run(qtbot, win, **prompt) -> object:  # noqa: ANN001
 def test_window_is_up_before_the_engine(win, qtbot) -> None:  # noqa: ANN001
     assert win.isVisible() and win.started_before_ready
     qtbot.waitUntil(lambda: win.state.pipeline.status == "loaded", timeout=RUN_TIMEOUT_MS)
-    assert "StableDiffusionPipeline" in win.pipeline_panel.status.text()
+    assert "StableDiffusionPipeline" in win.pipeline_panel.status.full_text
 
 
 def test_queue_a_run_and_watch_it(win, qtbot) -> None:  # noqa: ANN001

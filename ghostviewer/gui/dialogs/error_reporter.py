@@ -26,6 +26,14 @@ def one_line(exc: BaseException | str) -> str:
     return text if len(text) <= 240 else text[:239] + "…"
 
 
+def first_line(text: str, limit: int = 160) -> str:
+    """The first line of a possibly long message (a library's raw exception), cut at `limit` with '…': what a
+    user reads on screen; the whole text goes behind Show details and to the log."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    line = " ".join((lines[0] if lines else "").split()) or "unknown error"
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
 class ErrorReporter(QObject):
     sigReported = Signal(str)  # a line for the status bar (reported or noted)
 
@@ -56,9 +64,10 @@ class ErrorReporter(QObject):
         log.warning("%s%s", message, f"\n{details}" if details else "")
         self.sigReported.emit(message)
 
-    def report(self, message: str, details: str | None = None) -> None:
+    def report(self, message: str, details: str | None = None, show_details: bool = False) -> None:
         """Log message (+ details), then show the message alone in a window-modal box that does not block
-        the event loop (open(), not exec()): the run queue and timers keep going."""
+        the event loop (open(), not exec()): the run queue and timers keep going. `show_details`: the details
+        are a message for the user too (a library's full error text, never a traceback), behind Show details."""
         self.messages.append(message)
         log.error("%s%s", message, f"\n{details}" if details else "")
         self.sigReported.emit(message)
@@ -70,6 +79,8 @@ class ErrorReporter(QObject):
                 return
         box = QMessageBox(QMessageBox.Icon.Warning, "GhostViewer", message, QMessageBox.StandardButton.Ok,
                           self.parent_widget)
+        if show_details and details and details.strip() != message.strip():
+            box.setDetailedText(details)  # Qt's own "Show Details…" button
         for label, action in self.remedies(message):
             button = box.addButton(label, QMessageBox.ButtonRole.AcceptRole)
             button.clicked.connect(lambda _checked=False, action=action: action())

@@ -19,7 +19,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ghostviewer.gui import messages
-from ghostviewer.gui.dialogs.error_reporter import ErrorReporter
+from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, first_line
 from ghostviewer.gui.link.engine_client import EngineClient
 from ghostviewer.gui.models.pipeline_model import PipelineModel
 from ghostviewer.gui.models.queue_model import Job, QueueModel
@@ -185,6 +185,7 @@ class JobScheduler(QObject):
         key = job_key(job) if job else self.pipeline.key()
         if not self._is_loaded(key):
             if job is None and key == self._failed_key:
+                self._publish()  # "ready" again, not "loading the pipeline…" for ever
                 return
             source, device, dtype = key
             ident = self.engine.send("load", source=source, device=device, dtype=dtype or None)
@@ -271,12 +272,15 @@ class JobScheduler(QObject):
 
     def _load_failed(self, key: Key, message: str) -> None:
         self._inflight, self._failed_key, self._loaded_key = None, key, None
-        if key == self.pipeline.key():
-            self.pipeline.set_status("failed", error=message)
         for job in self.queue.jobs():  # the jobs needing that pipeline cannot run
             if job.status == "queued" and job_key(job) == key:
                 self._end(job.id, "failed", "load", error=message)
-        self.reporter.report(messages.LOAD_FAILED.format(source=key[0], message=message))
+        self.pipeline.load_failed(key, message)  # back to the last pipeline that loaded, if any
+        kept = self.pipeline.loaded_key
+        back = "" if not kept or kept == key else messages.LOAD_KEPT.format(
+            source="the demo pipeline" if kept[0] == "demo" else kept[0])
+        self.reporter.report(messages.LOAD_FAILED.format(source=key[0], message=first_line(message), kept=back),
+                             details=message, show_details=True)
 
     def _run_job(self, event: dict[str, Any]) -> Job | None:
         command = self._inflight

@@ -8,12 +8,16 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
+from ghostviewer.gui import messages
+from ghostviewer.gui.dialogs.error_reporter import first_line
 from ghostviewer.gui.models.pipeline_model import DTYPES, PipelineModel
+from ghostviewer.gui.widgets.elided_label import ElidedLabel
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.ckpt *.bin *.pt *.pth);;All files (*)"
 
@@ -22,7 +26,17 @@ class PipelinePanel(QWidget):
     def __init__(self, model: PipelineModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.status = QLabel(wordWrap=True)
+        self.dot = QLabel()
+        self.status = ElidedLabel()  # one line: a long path or error cannot push Device and Dtype out of view
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.dot)
+        status_row.addWidget(self.status, 1)
+        self.failure = ElidedLabel()  # the last failed load, in one line; its whole text behind Show details
+        self.failure.setStyleSheet("color: #c62828;")
+        self.details = QPushButton("Show details", toolTip="The whole message of the failed load")
+        failure_row = QHBoxLayout()
+        failure_row.addWidget(self.failure, 1)
+        failure_row.addWidget(self.details)
         self.demo_button = QPushButton("Demo", toolTip="The embedded demo pipeline (64×64 shapes)")
         self.folder_button = QPushButton("Folder…", toolTip="A diffusers pipeline folder (model_index.json)")
         self.file_button = QPushButton("File…", toolTip="A single-file checkpoint (.safetensors)")
@@ -39,7 +53,9 @@ class PipelinePanel(QWidget):
         form.addRow("Device", self.device)
         form.addRow("Dtype", self.dtype)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.status)
+        layout.setContentsMargins(4, 4, 4, 4)  # room for the failure line without scrolling at 1280×720
+        layout.addLayout(status_row)
+        layout.addLayout(failure_row)
         layout.addLayout(buttons)
         layout.addLayout(form)
         layout.addStretch(1)
@@ -47,6 +63,7 @@ class PipelinePanel(QWidget):
         self.folder_button.clicked.connect(self.choose_folder)
         self.file_button.clicked.connect(self.choose_file)
         self.recent.activated.connect(self._on_recent)
+        self.details.clicked.connect(self.show_details)
         self.device.currentTextChanged.connect(model.set_device)
         self.dtype.currentIndexChanged.connect(lambda i: model.set_dtype(self.dtype.itemData(i)))
         model.changed.connect(self._sync)
@@ -62,6 +79,14 @@ class PipelinePanel(QWidget):
         if path:
             self.model.set_source(path)
 
+    def show_details(self) -> QMessageBox:
+        m = self.model
+        box = QMessageBox(QMessageBox.Icon.Warning, "GhostViewer", self.failure.full_text,
+                          QMessageBox.StandardButton.Ok, self)
+        box.setDetailedText(m.failure)
+        box.open()
+        return box
+
     def _on_recent(self, index: int) -> None:
         source = self.recent.itemData(index)
         if source:
@@ -70,8 +95,13 @@ class PipelinePanel(QWidget):
     def _sync(self) -> None:
         m = self.model
         colour = {"loaded": "#2e7d32", "failed": "#c62828"}.get(m.status, "#8a6d00")
-        self.status.setText(f"<span style='color:{colour}'>●</span> {m.describe()}")
-        self.status.setToolTip(m.error or m.source)
+        self.dot.setText(f"<span style='color:{colour}'>●</span>")
+        self.status.set_full_text(m.describe(), tip=m.error or m.describe())
+        name = "the demo pipeline" if m.failed_source == "demo" else m.failed_source
+        line = messages.LOAD_FAILED_LINE.format(name=name, message=first_line(m.failure)) if m.failure else ""
+        self.failure.set_full_text(line, tip=m.failure)
+        self.failure.setVisible(bool(m.failure))
+        self.details.setVisible(bool(m.failure))
         self.recent.blockSignals(True)
         self.recent.clear()
         for source in m.recent:
