@@ -160,6 +160,7 @@ def test_files_that_are_not_pipelines_are_refused(name: str, corpus: dict[str, P
     _refused(["blocks", "--pipeline", "nobody/not-in-the-cache"], capsys, corpus)
 
 
+@pytest.mark.slow
 def test_pickle_with_allow_pickle_loads_without_chatter(corpus: dict[str, Path]) -> None:
     folder = _copy(corpus, "pickle-allowed")
     _pickle_only(folder)

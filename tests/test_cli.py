@@ -20,6 +20,7 @@ def _cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_run_json_is_one_document_and_healthy_exits_zero(runs_dir: Path) -> None:
     # A real subprocess: what a CI script sees, stdout holding exactly one JSON document.
     env = {**os.environ, "GHOSTVIEWER_LOG_DIR": str(runs_dir.parent / "logs")}

@@ -17,6 +17,7 @@ EVERY_MODULE = ("import importlib, pkgutil\n"
                 "for m in pkgutil.walk_packages({0}.__path__, '{0}.'): importlib.import_module(m.name)\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("module", "banned", "every_module"),
     [

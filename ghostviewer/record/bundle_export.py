@@ -24,6 +24,8 @@ from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
 import ghostviewer
+from ghostviewer.spec import SpecError
+from ghostviewer.spec.checks import check_values
 
 from . import schema
 from .bundle_format import (
@@ -221,6 +223,10 @@ def _snapshot(record: RunRecord, target: Path) -> sqlite3.Connection:
 # -- the manifest -----------------------------------------------------------------------------------
 def _run_entry(record: RunRecord, options: dict[str, bool]) -> dict[str, Any]:
     settings, recorded_env = record.settings, record.environment
+    try:  # values of the wrong kind (a bypass of 5, a prompt that is a number): refused, not a crash in the README
+        check_values(settings)
+    except SpecError as exc:
+        raise BundleError(f"run {record.run_id} records settings that are not valid: {exc}") from None
     environment = {k: v for k, v in recorded_env.items() if k != "pipeline"}
     environment.setdefault("os", recorded_env.get("platform"))
     environment.setdefault("dtype", settings.get("dtype"))

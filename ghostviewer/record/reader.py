@@ -33,6 +33,14 @@ def _real(value: float | None) -> float:
 
 
 def _stat_row(row: Sequence[Any]) -> StatRow:
+    """A stored statistics row; RecordError (one line, a usage error) for one damaged or edited by hand."""
+    try:
+        return _checked_stat_row(row)
+    except (TypeError, ValueError) as exc:
+        raise RecordError(f"the record's statistics are damaged ({' '.join(str(exc).split())})") from None
+
+
+def _checked_stat_row(row: Sequence[Any]) -> StatRow:
     phase, step, module, call, seq, shape, dtype, mn, mx, mean, std, absmax, nans, infs, fp = row
     return StatRow(
         phase,

@@ -131,6 +131,7 @@ def test_bisection_names_the_collapsing_attention_block(demo_loaded, runs_dir: P
     assert_no_leftovers(demo_loaded.pipe)
 
 
+@pytest.mark.slow
 def test_bisection_names_the_overflowing_vae_block_in_float16(half_vae, runs_dir: Path) -> None:
     bad = _bad(half_vae, runs_dir, STAR, "fp16-vae-overflow", steps=4, dtype="float32,vae=float16")
     assert bad["first_anomaly"]["kind"] == "inf"
@@ -196,6 +197,7 @@ def test_api_bisect_with_a_pipeline_the_user_patched(demo_loaded, runs_dir: Path
 # -- settings bisection and the command line -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_settings_bisection_names_dtype_for_fp16_vae_overflow(runs_dir: Path) -> None:
     fp16 = load_pipeline("demo", device="cpu", dtype="float16")
     bad = _bad(fp16, runs_dir, STAR, "fp16-vae-overflow", steps=4, dtype="float16")
@@ -209,6 +211,7 @@ def test_settings_bisection_names_dtype_for_fp16_vae_overflow(runs_dir: Path) ->
     assert StudyRecord(result["study_dir"]).kind == "bisect"
 
 
+@pytest.mark.slow
 def test_cli_bisect_json(demo_loaded, runs_dir: Path) -> None:
     bad = _bad(demo_loaded, runs_dir, "red circle", "short-prompt-attention", steps=4)
     env = {**os.environ, "GHOSTVIEWER_LOG_DIR": str(runs_dir.parent / "logs"), "OMP_NUM_THREADS": "1"}

@@ -407,6 +407,7 @@ def test_a_sweep_refused_for_a_fault_that_does_not_fit_leaves_no_study(family_di
     assert list(runs_dir.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["sdxl", "flux"])
 def test_a_sweep_uses_the_familys_usual_guidance_like_a_run(family: str, family_loaded, runs_dir: Path) -> None:
     """A sweep's runs are the runs `run` makes (it used 7.5 whatever the family: Flux at 3.5 drew other images)."""

@@ -48,6 +48,7 @@ def test_nan_latents_hit_about_one_seed_in_ten(demo_loaded, runs_dir: Path) -> N
     assert good["first_anomaly"] is None
 
 
+@pytest.mark.slow
 def test_fp16_vae_overflow_is_black_in_float16_and_flagged_in_float32(demo_loaded, runs_dir: Path) -> None:
     prompt = "a yellow star on a black background"
     fp32 = _run(demo_loaded, runs_dir, prompt, "fp16-vae-overflow", steps=6)

@@ -67,6 +67,7 @@ def test_isolate_saves_real_inputs_weights_and_config(cases: dict, demo_loaded) 
     assert_no_leftovers(demo_loaded.pipe)
 
 
+@pytest.mark.slow
 def test_repro_runs_without_ghostviewer_and_exits_1_on_nan(cases: dict) -> None:
     source = Path(cases["bad"]["repro"]).read_text()
     assert "import ghostviewer" not in source and "from ghostviewer" not in source
@@ -78,6 +79,7 @@ def test_repro_runs_without_ghostviewer_and_exits_1_on_nan(cases: dict) -> None:
     assert {"torch", "diffusers", "safetensors"} <= imported and "ghostviewer" not in imported
 
 
+@pytest.mark.slow
 def test_healthy_resnet_repro_exits_0(cases: dict) -> None:
     result = cases["good"]
     assert result["class"].endswith("ResnetBlock2D") and result["rebuilt_by"] == "kwargs" and not result["faults"]

@@ -23,6 +23,7 @@ def _run(pipe, runs_dir: Path, **kwargs) -> dict:
     return api.run(pipe, PROMPT, steps=STEPS, runs_dir=runs_dir, **kwargs)
 
 
+@pytest.mark.slow
 def test_healthy_run_replays_bit_identical_20_of_20(demo_loaded, runs_dir: Path) -> None:
     original = _run(demo_loaded.pipe, runs_dir, seed=4)
     report = api.replay(original["run_dir"], times=20, pipeline=demo_loaded.pipe)
@@ -36,6 +37,7 @@ def test_healthy_run_replays_bit_identical_20_of_20(demo_loaded, runs_dir: Path)
     assert all(row.fingerprint is not None for row in RunRecord(original["run_dir"]).stats())
 
 
+@pytest.mark.slow
 def test_unseeded_noise_fault_diverges_at_its_block(demo_loaded, runs_dir: Path, capsys) -> None:
     original = _run(demo_loaded.pipe, runs_dir, seed=1, faults=["unseeded-noise"])
     report = api.replay(original["run_dir"], times=2, pipeline=demo_loaded.pipe)

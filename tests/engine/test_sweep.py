@@ -23,6 +23,7 @@ def _key(run: dict) -> tuple:
     return (run["prompt"], run["seed"], (run["verdict"] or {}).get("label"), json.dumps(run["first_anomaly"]))
 
 
+@pytest.mark.slow
 def test_nan_latents_sweep_finds_exactly_the_poisoned_seeds(demo_loaded, runs_dir: Path) -> None:
     events: list[dict] = []
     result = run_sweep(PROMPTS, "0-9", pipeline=demo_loaded, steps=2, faults=["nan-latents"], runs_dir=runs_dir,
@@ -81,6 +82,7 @@ def test_resume_refuses_settings_it_would_ignore(runs_dir: Path, capsys) -> None
     assert code == 2 and "--seeds, --steps would change them" in err
 
 
+@pytest.mark.slow
 def test_sweep_recording_keeps_verdict_and_first_anomaly(demo_loaded, runs_dir: Path) -> None:
     """A sweep's run (sweep.run_one) writes step tensors every k steps, keeps its writes until it ends and records no
     fingerprints; statistics still go in at every step, so the judgement — loud, silent (drift against the
@@ -168,6 +170,7 @@ def test_engine_process_sweep_command(demo_loaded, tmp_path: Path, runs_dir: Pat
     assert events[-1]["total"] == 0 and events[-1]["planned"] == 6
 
 
+@pytest.mark.slow
 def test_ray_sweep_gives_the_same_verdicts_as_the_local_one(demo_loaded, runs_dir: Path) -> None:
     ray = pytest.importorskip("ray")
     local = run_sweep(PROMPTS[:2], "6-7", pipeline=demo_loaded, steps=4, faults=["nan-latents"], runs_dir=runs_dir)

@@ -159,6 +159,7 @@ def healthy_demo_runs() -> list[tuple[str, int, np.ndarray]]:
     return runs
 
 
+@pytest.mark.slow
 def test_healthy_demo_runs_are_ok(healthy_demo_runs: list[tuple[str, int, np.ndarray]]) -> None:
     flagged = [(prompt, seed, image_verdict(image)) for prompt, seed, image in healthy_demo_runs]
     flagged = [f for f in flagged if f[2]["label"] != "ok"]

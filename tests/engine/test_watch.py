@@ -231,6 +231,7 @@ def test_a_process_watch_catches_pipelines_made_later(demo_loaded, runs_dir: Pat
     assert "_ghostviewer_watcher" not in vars(type(demo_loaded.pipe)) and summary["calls"] == 0
 
 
+@pytest.mark.slow
 def test_import_ghostviewer_does_not_import_torch() -> None:
     code = "import sys, ghostviewer; assert callable(ghostviewer.watch.__call__); print('torch' in sys.modules)"
     light = "import sys, ghostviewer; print('torch' in sys.modules)"

@@ -39,6 +39,7 @@ def drift_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_blocks_tree_marks_the_drifting_block(qtbot, drift_runs: dict) -> None:  # noqa: ANN001
     blocks = BlockModel()
     blocks.set_blocks(drift_runs["blocks"])

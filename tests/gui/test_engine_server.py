@@ -34,6 +34,7 @@ class Pipe:
         raise AssertionError(f"the engine exited before {names}: {events}")
 
 
+@pytest.mark.slow
 def test_protocol_round_trip(tmp_path: Path) -> None:
     pipe = Pipe()
     try:

@@ -114,6 +114,7 @@ def check_plot_shows_its_curves(plot) -> None:  # noqa: ANN001 - StatPlot
     assert not near(inside, BACKGROUND, 4).all()
 
 
+@pytest.mark.slow
 def test_stat_plot_curves_are_inside_the_view(real_run: str, win, qtbot) -> None:  # noqa: ANN001
     win.state.opener.open_run(real_run)  # from the empty plot: the case that was drawn off-screen
     settle(qtbot, win)
@@ -178,6 +179,7 @@ def test_heat_map_is_drawn_with_its_cursor(real_run: str, win, qtbot) -> None:  
     assert near(top, QColor("#ffca28"), 40).any(axis=0).mean() > 0.6, "the cursor cell's outline is not drawn"
 
 
+@pytest.mark.slow
 def test_step_images_show_the_step(real_run: str, win, qtbot) -> None:  # noqa: ANN001
     state = win.state
     state.opener.open_run(real_run)

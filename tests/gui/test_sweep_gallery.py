@@ -36,6 +36,7 @@ def sweep_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return study
 
 
+@pytest.mark.slow
 def test_gallery_shows_thumbnails_badges_rates_and_opens_a_run(qtbot, sweep_study: Path) -> None:  # noqa: ANN001
     model = SweepModel()
     gallery = SweepGallery(model)
@@ -91,6 +92,7 @@ def test_gallery_shows_thumbnails_badges_rates_and_opens_a_run(qtbot, sweep_stud
     assert dict(gallery.menu_actions(healthy))["Compare with a healthy seed"] is None
 
 
+@pytest.mark.slow
 def test_gallery_filters_and_sorts(qtbot, sweep_study: Path) -> None:  # noqa: ANN001
     model = SweepModel()
     gallery = SweepGallery(model)

@@ -56,6 +56,7 @@ def win(qtbot, real_runs: dict, tmp_path: Path) -> Iterator:  # noqa: ANN001
     window.state.controller.shutdown()
 
 
+@pytest.mark.slow
 def test_the_heat_map_shows_a_vae_fault_in_the_decode_column(win, real_runs: dict, qtbot) -> None:  # noqa: ANN001
     record = RunRecord(real_runs["vae"])
     assert record.settings.get("dtype") in (None, "float32") and (record.verdict or {}).get("label") == "ok"
@@ -102,6 +103,7 @@ def test_badge_and_header_agree_and_the_jump_selects_everywhere(win, real_runs: 
     assert "step 0 of 0–2" in win.timeline_bar.step_label.text()
 
 
+@pytest.mark.slow
 def test_a_decoded_nan_step_is_magenta(win, real_runs: dict, qtbot) -> None:  # noqa: ANN001
     run = real_runs["nan"]
     annex_image(run, "step_0001_decoded", np.full((64, 64, 3), np.nan, np.float32), step=1)  # as the engine does

@@ -153,6 +153,7 @@ def test_the_size_estimate_reads_only_the_tensors_headers(real_runs: dict[str, P
     assert estimate_bundle_size([run], include_feature_maps=False) > 0 and no_maps > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "code"), [("nan", 1), ("ok", 0)])
 def test_repro_script_reproduces_the_verdict(real_runs: dict[str, Path], tmp_path: Path, kind: str,
                                              code: int) -> None:
@@ -428,6 +429,7 @@ def attention_run(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> Path
     return Path(result["run_dir"])
 
 
+@pytest.mark.slow
 def test_with_inputs_bundles_the_first_bad_modules_inputs(attention_run: Path, real_runs: dict[str, Path],
                                                           demo_loaded, tmp_path: Path) -> None:
     from ghostviewer import api
