@@ -9,6 +9,7 @@ image pointing outside its folder) is a run row with that `problem`. Nothing in 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
@@ -16,11 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.gui.drops import looks_like_run
 from ghostviewer.gui.models.prompt_model import intervention_words
+from ghostviewer.gui.models.verdict_words import run_words
 from ghostviewer.record import RecordError, RunRecord, StudyRecord
 from ghostviewer.record.bundle_format import MANIFEST, README, REPRO, RUNS_FOLDER
 from ghostviewer.record.lock import writer_alive
@@ -71,11 +74,8 @@ class RunEntry:
         anyway, as the verdict badge says it), or running / incomplete / cancelled / failed."""
         if self.status in ("running", "interrupted"):  # interrupted: its writer died (the record can tell)
             return "running" if live_run == self.path else "incomplete"
-        if self.status == "done":
-            if self.verdict == "ok" and self.first_anomaly:
-                return f"ok · {self.first_anomaly.get('kind')}"
-            return self.verdict or "done"
-        return self.status
+        return run_words(self.status, self.verdict, self.first_anomaly) if self.status != "done" or self.verdict \
+            else "done"
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,10 @@ class StudyChild:
     seed: object
     status: str | None
     verdict: str | None
+    first_anomaly: dict | None = None
 
     def state(self) -> str:
-        return self.verdict or self.status or "-"
+        return run_words(self.status, self.verdict, self.first_anomaly)
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,17 @@ def _child(run: dict) -> StudyChild:
     key = run.get("key")
     seed = key.get("seed") if isinstance(key, dict) else None
     return StudyChild(str(run["run_dir"]), int(run["position"]), str(run.get("role") or ""), _key_words(key), seed,
-                      run.get("status"), run.get("verdict"))
+                      run.get("status"), run.get("verdict"), _anomaly(run.get("first_anomaly")))
+
+
+def _anomaly(value: Any) -> dict | None:
+    """A study index's first anomaly (a dict, or JSON text of one), else None."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) and value else None
 
 
 def read_study(folder: Path) -> StudyEntry:

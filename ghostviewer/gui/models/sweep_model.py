@@ -24,6 +24,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QImage
 
 from ghostviewer.analysis.sweep_stats import SweepStats, is_failure
+from ghostviewer.gui.models.verdict_words import run_words
 from ghostviewer.record import RecordError, StudyRecord
 
 RUN_DIR = Qt.ItemDataRole.UserRole + 1
@@ -53,7 +54,7 @@ class SweepEntry:
 
     @property
     def label(self) -> str:
-        return self.verdict or self.status or "-"
+        return run_words(self.status, self.verdict, self.first_anomaly)
 
     @property
     def anomaly_words(self) -> str:

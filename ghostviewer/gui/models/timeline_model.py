@@ -11,6 +11,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from ghostviewer.gui.models.verdict_words import run_words
 from ghostviewer.record import RecordError, RunRecord, StepInfo
 
 PLAY_INTERVAL_MS = 150
@@ -216,5 +217,5 @@ class TimelineModel(QObject):
         if label != "ok":
             return Badge(label, "bad", tooltip)
         if anomaly:  # the image passes, but something inside did not: the badge says so too
-            return Badge(f"ok · {anomaly.get('kind')}", "warn", tooltip)
+            return Badge(run_words("done", label, anomaly), "warn", tooltip)
         return Badge(label, "ok", tooltip)

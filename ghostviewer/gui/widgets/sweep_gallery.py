@@ -44,6 +44,7 @@ from ghostviewer.gui.models.sweep_model import (
     SweepGridModel,
     SweepModel,
 )
+from ghostviewer.gui.models.verdict_words import short_words
 from ghostviewer.gui.widgets.sweep_rates import SweepRates
 
 THUMB = 80  # the list's thumbnails (the demo's images are 64 px)
@@ -89,6 +90,8 @@ class ThumbnailDelegate(QStyledItemDelegate):
         painter.fillRect(badge, BADGE_BAD if failed else BADGE_OK)
         if text:
             painter.setPen(QColor("white"))
+            if metrics.horizontalAdvance(verdict) > side - 2:  # "ok · drift" -> "drift": never a bare "ok"
+                verdict = short_words(verdict)
             painter.drawText(badge, Qt.AlignmentFlag.AlignCenter,
                              metrics.elidedText(verdict, Qt.TextElideMode.ElideRight, side - 2))
         if failed:
