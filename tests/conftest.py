@@ -92,7 +92,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 _PATH = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and entry != str(ROOT)]
 os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *_PATH])
 
-# Timing-sensitive tests share one xdist worker (--dist loadgroup), so they never race each other for the CPU.
+# Timing-sensitive tests share one xdist worker (--dist loadgroup), so they never race each other for the CPU; a
+# file's tests that share a module fixture share a worker too (that fixture is then built once).
 TIMING_SENSITIVE = (
     "tests/gui/test_gui_kill.py",
     "tests/engine/test_kill_mid_run.py",
@@ -104,11 +105,20 @@ TIMING_SENSITIVE = (
 )
 
 
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """A module- or class-scoped fixture is built once per worker that runs one of its tests: keep them together."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(defs and defs[-1].scope in ("module", "class", "package")
+                                    for defs in info.name2fixturedefs.values())
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         file = item.nodeid.partition("::")[0]  # relative to the rootdir (pyproject's folder) from any cwd
         if file in TIMING_SENSITIVE or f"{file}::{item.originalname}" in TIMING_SENSITIVE:
             item.add_marker(pytest.mark.xdist_group("timing"))
+        elif _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(file))
 
 
 @pytest.hookimpl(trylast=True)
