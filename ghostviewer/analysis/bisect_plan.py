@@ -26,6 +26,14 @@ is back inside its envelope), and a halving that believed those answers would na
 drift the suspect is the innermost bypassable block around M (`innermost`), bypassed alone once; activation
 patching (engine.patching), which restores healthy values instead of removing a block, is the check that
 carries weight.
+
+Time. When the first anomaly is at denoising step k > 0, a bypass at every step changes steps 0 … k−1 too, and
+a fault that depends on the trajectory (a user's hook that fires once the latents grow past a threshold) then
+never fires: any bypass looks like a cure. So bisection bypasses from step k first (`MODULE@k:`), which keeps the
+trajectory up to the failure as it was; the blocks that ran only after the anomaly in step k (`after_in_step`)
+cannot have caused it there and are not candidates of that search. Only when no block bypassed from step k
+explains the failure does it bypass whole runs, and a block named then that runs after the anomaly in its step
+is named only when activation patching confirms it.
 """
 
 from __future__ import annotations
@@ -72,6 +80,24 @@ def _anomaly_seq(rows: Sequence[StatRow], phase: Any, step: Any, module: str) ->
             break
     marks = [r.seq for r in rows if r.phase == phase and r.step == step and r.module == module]
     return max(marks) if marks else None
+
+
+def after_in_step(rows: Sequence[StatRow], anomaly: Mapping[str, Any]) -> set[str]:
+    """Modules that ran only after the anomalous output in the anomaly's own phase and step (and do not enclose it):
+    they may have shaped earlier steps, but not the anomaly itself, and bypassing them from its step on cannot
+    remove it."""
+    phase, step, module = anomaly.get("phase"), anomaly.get("step"), str(anomaly.get("module"))
+    mark = _anomaly_seq(rows, phase, step, module)
+    if mark is None:
+        return set()
+    here = [r for r in rows if r.phase == phase and r.step == step]
+    before = {r.module for r in here if r.seq <= mark}
+    return {r.module for r in here if r.seq > mark and r.module not in before and not inside(module, r.module)}
+
+
+def enclosing(blocks: Sequence[str], module: str) -> list[str]:
+    """The blocks that are or enclose `module`, innermost first (the first anomaly's own block, its parent...)."""
+    return sorted((b for b in blocks if inside(module, b)), key=lambda b: -b.count("."))
 
 
 def candidates(

@@ -45,7 +45,8 @@ def _bad(loaded, runs_dir: Path, prompt: str, fault: str, **kwargs) -> dict:
 
 def _within_budget(result: dict) -> None:
     n = result["candidates"]
-    assert result["budget"] == math.ceil(math.log2(n)) + 1
+    # ⌈log2 N⌉ + 1, plus the first anomaly's own block and its parent tried alone first (at most two)
+    assert math.ceil(math.log2(n)) + 1 <= result["budget"] <= math.ceil(math.log2(n)) + 3
     assert 1 <= result["reruns"] <= result["budget"], result["trail"]
     assert result["reruns"] == len(result["trail"])
 
@@ -190,7 +191,8 @@ def test_api_bisect_with_a_pipeline_the_user_patched(demo_loaded, runs_dir: Path
         handle.remove()
     assert result["culprit"] == "unet.mid_block.resnets.1", result["trail"]
     _within_budget(result)
-    assert result["patching"] is None and "no reference" in result["patching_note"]
+    # no fault-free run is known: the next seed is tried as a reference, and the user's hook fails it too
+    assert result["patching"] is None and "not confirmed by patching" in result["patching_note"]
     assert_no_leftovers(pipe)
 
 

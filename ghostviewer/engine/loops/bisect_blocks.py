@@ -25,6 +25,15 @@ the initial noise), or bypassing the last suspect alone does not remove the symp
 `reason` names the first anomaly. A named culprit is then checked by activation patching when a reference
 exists (engine.patching); otherwise `patching` is null and `patching_note` says why.
 
+Time and users' faults (analysis.bisect_plan, "Time"). The first anomaly's own block and its parent are tried
+alone before any halving. With the first anomaly at denoising step k > 0 every bypass is from step k
+(`MODULE@k:`, `from_step` in the trail and the result), the blocks that ran only after the anomaly in its step
+left out; whole runs come only when that finds nothing, and a block named then that runs after the anomaly is
+kept only when patching confirms it (else `rejected_culprit` and a reason). A suspect that encloses bypassable
+blocks is split: when its inner blocks bypassed together remove the symptom, ddmin finds the fewest that do, and
+two or more are "more than one block" (`culprit` null, `culprits` named). Without a fault-free reference, the
+culprit is patched from the bad run's own step k − 1 (engine.loops.step_patch), or from the next seed.
+
 Everything is recorded as a `bisect` study: the bad run (role "bad", where it lies), each re-run ("trial"),
 and the patching runs ("reference", "patched"). Progress goes to `on_progress` as small dicts, live.
 """
@@ -35,12 +44,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ghostviewer.analysis.bisect_plan import budget, candidates, choose_half, covered, innermost, inside
+from ghostviewer.analysis.bisect_plan import (
+    Forest,
+    after_in_step,
+    budget,
+    candidates,
+    choose_half,
+    covered,
+    enclosing,
+    innermost,
+    inside,
+)
+from ghostviewer.analysis.ddmin import ddmin
 from ghostviewer.analysis.symptom import Symptom, describe_anomaly
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.bisect_trials import BisectionCancelled, ProgressFn, Trials, quiet
 from ghostviewer.engine.loops.patch_run import default_reference, patch_with
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
+from ghostviewer.engine.loops.step_patch import patch_from_step
 from ghostviewer.engine.run.runner import CancelToken
 from ghostviewer.engine.tracing.blocks import discover_blocks
 from ghostviewer.record import StudyWriter
@@ -82,6 +103,14 @@ def _not_single_reason(suspect: str, symptom: Symptom, suspects: list[str]) -> s
     )
 
 
+def _late_reason(block: str, symptom: Symptom) -> str:
+    return (
+        f"bypassing {block} at every step removes the symptom, but {block} runs after the first anomaly, "
+        f"{describe_anomaly(symptom.anomaly or {})}, in its step, and activation patching does not confirm it: the "
+        "bypass most likely changed the trajectory before the failure, so it is not named"
+    )
+
+
 def _drift_reason(symptom: Symptom) -> str:
     module = (symptom.anomaly or {}).get("module")
     return (
@@ -99,55 +128,177 @@ def _not_reproduced_reason(symptom: Symptom) -> str:
     )
 
 
-def _try(trials: Trials, settings: RunSpec, blocks: list[str], study: StudyWriter, total: int) -> dict[str, Any]:
-    trial = replace(settings, bypass=(*settings.bypass, *blocks))
-    note = "bypassed " + ", ".join(blocks) if blocks else "unchanged: does the failure come back?"
-    entry = trials.run(trial, {"bypassed": blocks}, note=note, describe={"bypassed": list(blocks)})
+def _specs(blocks: list[str], start: int | None) -> list[str]:
+    return list(blocks) if start is None else [f"{block}@{start}:" for block in blocks]
+
+
+def _try(trials: Trials, settings: RunSpec, blocks: list[str], study: StudyWriter, total: int,
+         start: int | None = None) -> dict[str, Any]:
+    for done in trials.trail():  # the same bypass asked again (ddmin, the confirmation) is answered by the trail
+        if blocks and sorted(done["bypassed"]) == sorted(blocks) and done.get("from_step") == start:
+            return done
+    trial = replace(settings, bypass=(*settings.bypass, *_specs(blocks, start)))
+    when = "" if start is None else f" from step {start}"
+    note = "bypassed " + ", ".join(blocks) + when if blocks else "unchanged: does the failure come back?"
+    describe: dict[str, Any] = {"bypassed": list(blocks), **({"from_step": start} if start is not None else {})}
+    entry = trials.run(trial, dict(describe), note=note, describe=describe)
     study.set_progress(len(trials.trail()), total)
     return entry
 
 
-def _search(
-    trials: Trials, settings: RunSpec, suspects: list[str], study: StudyWriter, total: int
-) -> tuple[str | None, str | None]:
-    """(culprit, None) or (None, reason). Halving first, then the single-block confirmation."""
-    symptom = trials.symptom
-    if not suspects:
-        return None, _upstream_reason(symptom)
-    possible = list(suspects)
-    if symptom.judges_drift:  # not halved (analysis.bisect_plan): the block around the first drift, alone
-        around = [p for p in possible if symptom.hidden_by(p)]
-        if not around:
-            return None, _drift_reason(symptom)
-        possible = [innermost(around)]
-        trials.emit({"event": "narrowed", "trial": 0, "suspects": list(possible)})
+def _halve(
+    trials: Trials, settings: RunSpec, possible: list[str], first: list[str], start: int | None,
+    study: StudyWriter, total: int, gone: list[list[str]],
+) -> str | None:
+    """The single suspect left by halving `possible` (bypassed from `start`), confirmed alone; None when it is
+    not confirmed. The first anomaly's own block and its parent (`first`) are tried alone before any halving.
+    Every bypass set that removed the symptom is appended to `gone` (for "more than one block")."""
+
+    def removed(blocks: list[str]) -> bool:
+        entry = _try(trials, settings, blocks, study, total, start)
+        if entry["symptom"] is False:
+            gone.append(list(blocks))
+            return True
+        return False
+
+    tried: list[str] = []
+    for block in first:
+        if block not in possible or len(possible) <= 1:
+            continue
+        cover = covered([block], possible)
+        if removed([block]):
+            possible = [p for p in cover if p not in tried]
+        else:
+            possible = [p for p in possible if p not in cover]
+        tried.append(block)
+        trials.emit({"event": "narrowed", "trial": len(trials.entries), "suspects": list(possible)})
     while len(possible) > 1:
         chosen = choose_half(possible)
         cover = covered(chosen, possible)
-        entry = _try(trials, settings, chosen, study, total)
-        possible = cover if entry["symptom"] is False else [p for p in possible if p not in cover]
+        possible = cover if removed(chosen) else [p for p in possible if p not in cover]
         trials.emit({"event": "narrowed", "trial": len(trials.entries), "suspects": list(possible)})
-    suspect = possible[0]
-    alone = [e for e in trials.trail() if e["bypassed"] == [suspect] and e["symptom"] is False]
-    if not alone and _try(trials, settings, [suspect], study, total)["symptom"] is not False:
-        return None, _not_single_reason(suspect, symptom, suspects)
-    trail = trials.trail()
-    # Bypassing half a model nearly always spoils the image: re-runs that all come out healthy more likely mean
-    # the failure does not come back at all. One re-run past the budget, unchanged, tells the two apart.
-    if len(trail) >= 2 and all(e.get("healthy") for e in trail):
-        if _try(trials, settings, [], study, total + 1)["symptom"] is False:
-            return None, _not_reproduced_reason(symptom)
-    return suspect, None
+    if not possible:
+        return None
+    return possible[0] if removed([possible[0]]) else None
 
 
-def _patching(trials: Trials, settings: RunSpec, culprit: str) -> dict[str, Any]:
+def _several(
+    trials: Trials, settings: RunSpec, gone: list[list[str]], pool: list[str], start: int | None,
+    study: StudyWriter, total: int,
+) -> list[str]:
+    """The fewest blocks whose bypass together removes the symptom (ddmin), from the smallest bypass set seen
+    to remove it; [] when none did."""
+    if not gone:
+        return []
+    smallest = min(gone, key=lambda blocks: len(covered(blocks, pool)))
+    inner = [p for p in covered(smallest, pool) if not any(q != p and inside(q, p) for q in covered(smallest, pool))]
+    if len(inner) < 2:
+        return list(smallest) if len(smallest) > 1 else []
+    if sorted(inner) != sorted(smallest) and _try(trials, settings, inner, study, total, start)["symptom"] is not False:
+        return list(smallest) if len(smallest) > 1 else []
+    return ddmin(inner, lambda kept: _try(trials, settings, kept, study, total, start)["symptom"] is False)
+
+
+def _inside_parent(
+    trials: Trials, settings: RunSpec, suspect: str, blocks: list[str], start: int | None,
+    study: StudyWriter, total: int,
+) -> list[str]:
+    """When the suspect encloses bypassable blocks that ran: are they, together, what bypassing it removes? Then
+    the fewest of them that do (ddmin); else [suspect] (its own code). Blocks that run after the first anomaly
+    count here: the same fault may sit on several layers, and they fire too."""
+    forest = Forest([b for b in blocks if inside(b, suspect)])
+    children = forest.children(suspect)
+    if not children or _try(trials, settings, children, study, total, start)["symptom"] is not False:
+        return [suspect]
+    return ddmin(children, lambda kept: _try(trials, settings, kept, study, total, start)["symptom"] is False)
+
+
+def _several_reason(blocks: list[str], start: int | None, symptom: Symptom) -> str:
+    when = "" if start is None else f" from step {start} on"
+    return (
+        f"more than one block: bypassing {', '.join(blocks)} together{when} removes the symptom, and bypassing "
+        f"fewer of them does not, so the fault is in each of them (the same change on several layers?); the "
+        f"first anomaly is {describe_anomaly(symptom.anomaly or {})}"
+    )
+
+
+def _search(
+    trials: Trials, settings: RunSpec, suspects: list[str], study: StudyWriter, total: int, after: set[str],
+    blocks: list[str],
+) -> tuple[str | None, str | None, dict[str, Any]]:
+    """(culprit, None, extra) or (None, reason, extra). From the first anomaly's step first, then whole runs
+    (analysis.bisect_plan, "Time"); halving, then the single-block confirmation; then "more than one block"."""
+    symptom = trials.symptom
+    if not suspects:
+        return None, _upstream_reason(symptom), {}
+    anomaly = symptom.anomaly or {}
+    if symptom.judges_drift:  # not halved (analysis.bisect_plan): the block around the first drift, alone
+        around = [p for p in suspects if symptom.hidden_by(p)]
+        if not around:
+            return None, _drift_reason(symptom), {}
+        suspect = innermost(around)
+        trials.emit({"event": "narrowed", "trial": 0, "suspects": [suspect]})
+        if _try(trials, settings, [suspect], study, total)["symptom"] is not False:
+            return None, _not_single_reason(suspect, symptom, suspects), {}
+        return suspect, None, {}
+    step = anomaly.get("step")
+    first = enclosing(suspects, str(anomaly.get("module")))[:2]
+    searches: list[tuple[int | None, list[str]]] = []
+    if anomaly.get("phase") == "denoise" and isinstance(step, int) and step > 0:
+        searches.append((step, [s for s in suspects if s not in after]))
+    searches.append((None, suspects))
+    gone_by_start: list[tuple[int | None, list[str], list[list[str]]]] = []
+    for start, pool in searches:
+        gone: list[list[str]] = []
+        suspect = _halve(trials, settings, pool, first, start, study, total, gone)
+        gone_by_start.append((start, pool, gone))
+        if suspect is None:
+            continue
+        extra: dict[str, Any] = {"from_step": start} if start is not None else {}
+        narrowed = _inside_parent(trials, settings, suspect, blocks, start, study, total)
+        if len(narrowed) > 1:
+            return None, _several_reason(narrowed, start, symptom), {"culprits": narrowed, **extra}
+        suspect = narrowed[0]
+        if start is None and suspect in after:
+            extra["needs_patching"] = True
+        trail = trials.trail()
+        # Bypassing half a model nearly always spoils the image: re-runs that all come out healthy more likely
+        # mean the failure does not come back at all. One re-run past the budget, unchanged, tells the two apart.
+        if len(trail) >= 2 and all(e.get("healthy") for e in trail):
+            if _try(trials, settings, [], study, total + 1)["symptom"] is False:
+                return None, _not_reproduced_reason(symptom), {}
+        return suspect, None, extra
+    for start, pool, gone in gone_by_start:
+        several = _several(trials, settings, gone, pool, start, study, total)
+        if len(several) > 1:
+            return None, _several_reason(several, start, symptom), {"culprits": several, "from_step": start}
+        if len(several) == 1:
+            return several[0], None, {"from_step": start} if start is not None else {}
+    last = trials.trail()[-1]["bypassed"] if trials.trail() else suspects[:1]
+    return None, _not_single_reason(last[0] if last else suspects[0], symptom, suspects), {}
+
+
+def _patching(trials: Trials, settings: RunSpec, culprit: str, rows: list[Any]) -> dict[str, Any]:
+    """Activation patching of the culprit: from the fault-free settings (ghost-lab faults), else from the bad
+    run's own healthy step (first anomaly at step k > 0), else from the same settings with the next seed."""
     reference, note = default_reference(settings)
-    if reference is None:
-        return {"patching": None, "patching_note": note}
+    anomaly = trials.symptom.anomaly or {}
+    step = anomaly.get("step")
     try:
-        return {"patching": patch_with(trials, settings, culprit, reference, note)}
+        if reference is not None:
+            return {"patching": patch_with(trials, settings, culprit, reference, note)}
+        if anomaly.get("phase") == "denoise" and isinstance(step, int) and step > 0:
+            return {"patching": patch_from_step(trials, settings, culprit, rows, step)}
+        other = replace(settings, seed=int(settings.seed) + 1)
+        return {"patching": patch_with(trials, settings, culprit, other,
+                                       f"the same settings with seed {other.seed} (no fault-free run is known)")}
     except GhostError as exc:
-        return {"patching": None, "patching_note": str(exc)}
+        return {"patching": None, "patching_note": f"not confirmed by patching: {exc}"}
+
+
+def _confirmed(patching: dict[str, Any]) -> bool:
+    found = patching.get("patching")
+    return bool(found) and found.get("symptom") is False
 
 
 def bisect_run(
@@ -173,10 +324,12 @@ def bisect_run(
     emit = on_progress or quiet
     cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle)
     bypassable = [b.module for b in discover_blocks(cache.get(settings).pipe) if b.bypassable]
-    suspects = candidates(
-        bypassable, record.modules(), record.stats(), record.first_anomaly, _fully_bypassed(settings.bypass)
-    )
-    total = budget(len(suspects))
+    rows = record.stats()
+    suspects = candidates(bypassable, record.modules(), rows, record.first_anomaly, _fully_bypassed(settings.bypass))
+    ran = [m for m in record.modules() if m in set(bypassable)]
+    after = after_in_step(rows, record.first_anomaly) if record.first_anomaly else set()
+    # one pass's bound: ⌈log2 N⌉ + 1, and the first anomaly's own block and parent tried alone before halving
+    total = budget(len(suspects)) + len(enclosing(suspects, str((record.first_anomaly or {}).get("module")))[:2])
     params = {"mode": "bypass", "run_dir": str(record.path), "candidates": suspects, "budget": total}
     study = StudyWriter.create(Path(runs_dir) if runs_dir else record.path.parent, "bisect", params, total=total)
     with study:
@@ -186,9 +339,13 @@ def bisect_run(
         trials = Trials(cache, study, symptom, emit, cancel)
         status, extra = "done", {}
         try:
-            culprit, reason = _search(trials, settings, suspects, study, total)
+            culprit, reason, found = _search(trials, settings, suspects, study, total, after, ran)
             if culprit is not None:
-                extra = _patching(trials, settings, culprit)
+                extra = _patching(trials, settings, culprit, rows)
+                if found.pop("needs_patching", False) and not _confirmed(extra):
+                    reason = _late_reason(culprit, symptom)
+                    extra["rejected_culprit"], culprit = culprit, None
+            extra.update(found)
         except BisectionCancelled:
             culprit, reason, status = None, "cancelled before the bisection ended", "cancelled"
         result: dict[str, Any] = {

@@ -57,7 +57,7 @@ def resolve_reference(settings: RunSpec, reference: RunSpec | str | Path | None)
 
 
 @contextmanager
-def _hooked(intervention: Any, settings: RunSpec, loaded: Any) -> Iterator[None]:
+def hooked(intervention: Any, settings: RunSpec, loaded: Any) -> Iterator[None]:
     ctx = RunContext(loaded.pipe, settings.prompt, settings.negative_prompt, settings.seed, lambda: None)
     with applied([intervention], ctx):
         yield
@@ -70,7 +70,7 @@ def patch_with(
     capture = PatchCapture(PatchConfig(module))
     ref = trials.run(
         reference, {"reference": module}, role="reference", note=f"reference for patching {module}: {description}",
-        around=lambda loaded: _hooked(capture, reference, loaded), describe={"reference_for": module},
+        around=lambda loaded: hooked(capture, reference, loaded), describe={"reference_for": module},
     )
     if ref["symptom"] is not False:
         problem = "shows the bad run's symptom too" if ref["symptom"] else f"did not finish ({ref['verdict']})"
@@ -80,7 +80,7 @@ def patch_with(
     try:
         run = trials.run(
             tagged, {"patched": module}, role="patched", note=f"{module} patched from {ref['run_dir']}",
-            around=lambda loaded: _hooked(patch, tagged, loaded), describe={"patched": module},
+            around=lambda loaded: hooked(patch, tagged, loaded), describe={"patched": module},
         )
     finally:
         capture.outputs.clear()  # device memory goes back as soon as the patch is done
