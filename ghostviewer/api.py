@@ -75,10 +75,12 @@ def run_spec(
     CONTRACT `run` dict. The spec's `source` and `device` become those of the pipeline actually loaded."""
     from dataclasses import replace
 
+    from ghostviewer.engine.run.applied_settings import refuse_unapplied
     from ghostviewer.engine.run.runner import execute_run
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(spec)
     loaded = _loaded(source, spec.device, spec.dtype, allow_pickle, config)
+    refuse_unapplied(loaded, spec.dtype, spec.device)  # a pipeline object is used as it is, never silently
     extra = dict(spec.extra)
     if config and loaded.source_kind == "single_file":
         extra["config"] = str(Path(config).resolve())
@@ -347,3 +349,15 @@ def isolate(
     if fuzz:
         result["fuzz"] = fuzz_module(result["out_dir"]) if result["rebuildable"] else None
     return result
+
+
+def audit(source: Any = "demo", reference: Any = None) -> dict[str, Any]:
+    """Check the weights before anything runs (`ghostviewer audit`): `{"ok", "findings": [{"component", "tensor",
+    "kind": "nan|inf|fp16_range|zero|differs", "detail"}, …], "same_as_reference", "blocks", "components",
+    "skipped", "rules", "bytes", "elapsed_s"}`. `ok` is False when a weight is bad; with `reference` (a known-good
+    copy, any source) every tensor that differs is listed with its relative change and grouped by block in
+    `blocks`. Files are read with safe_open one tensor at a time (never a pickle); a pipeline object in memory by
+    its components' state dicts."""
+    from ghostviewer.engine.judge_model.audit import audit_weights
+
+    return audit_weights(source, reference)

@@ -19,6 +19,7 @@ from ghostviewer.engine.interventions.bypass import Bypass, BypassConfig
 from ghostviewer.engine.interventions.dtype_bridge import DtypeBridge
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loading.schedulers import set_scheduler
+from ghostviewer.engine.run.applied_settings import refuse_unapplied
 from ghostviewer.engine.run.record_buffer import BufferedWriter
 from ghostviewer.engine.run.recorder import (
     CancelToken,
@@ -47,6 +48,7 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
     if settings.guidance is None:
         settings = replace(settings, guidance=adapter_for(loaded.pipe).guidance)
     validate(settings)
+    refuse_unapplied(loaded, settings.dtype, None)  # an object in memory runs as it is: never record another dtype
     seed, note = resolve_seed(settings.seed)
     scheduler = set_scheduler(loaded.pipe, settings.scheduler)
     size = _native_size(loaded.pipe)
