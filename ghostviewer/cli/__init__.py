@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ghostviewer.cli.audit import add_audit_parser, cmd_audit
 from ghostviewer.cli.baseline import add_baseline_parser, cmd_baseline
 from ghostviewer.cli.bisect import add_bisect_parser, cmd_bisect
 from ghostviewer.cli.bundles import add_bundle_parsers, cmd_export, cmd_inspect
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_baseline_parser(sub)
     add_doctor_parser(sub)
     add_env_parser(sub)
+    add_audit_parser(sub)
     return parser
 
 
@@ -69,6 +71,7 @@ COMMANDS = {
     "baseline": cmd_baseline,
     "doctor": cmd_doctor,
     "env": cmd_env,
+    "audit": cmd_audit,
 }
 
 def _quiet_libraries() -> None:
