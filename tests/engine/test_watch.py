@@ -211,8 +211,11 @@ def test_two_threads_get_two_records_and_the_overlap_is_a_finding(demo_loaded, r
         first.join(timeout=60)
     assert len(watcher.runs) == 2 and all(r["status"] == "done" for r in watcher.runs)
     for run in watcher.runs:
-        events = RunRecord(run["run_dir"]).events(kind="concurrency")
+        record = RunRecord(run["run_dir"])
+        events = record.events(kind="concurrency")
         assert events and "overlapped" in events[0].message
+        # each call's own module statistics, its own thread's: 4 steps of the U-Net's middle block, no more
+        assert len(record.stats("unet.mid_block", phase="denoise")) == 4
     assert_no_leftovers(pipe)
 
 

@@ -90,7 +90,6 @@ class PipelineCall:
     record_prompt: Callable[[BufferedWriter], None] = lambda _writer: None
     samples: int | None = None  # images the call makes, when more than one: NaN/Inf are then counted per sample
     inference: bool = True  # inside torch.inference_mode (GhostViewer's own calls); a watched call runs as called
-    trace: bool = False  # set by the recorder; False for a watched call overlapping a traced one (see watch/)
     thread: int | None = None  # hooks record only this thread's work (a watched pipeline may be shared)
     call_record: dict[str, Any] | None = None  # the call as made, kept beside the settings (meta `call`)
     save_inputs: Callable[[BufferedWriter], None] = lambda _writer: None  # the call's tensors and images
@@ -109,7 +108,10 @@ class RecordOptions:
     fingerprints: bool = True
     cancel: CancelToken | None = None
     on_progress: ProgressFn | None = None
-    trace: bool = True  # False: steps, images and verdicts only, no module hooks (a watched call overlapping another)
+    # False: the module hooks only (they record the call's own thread), not the pipeline-level probes (initial
+    # latents, scheduler steps, x0), channel means nor attention maps: those are another call's, in flight on another
+    # thread of a watched pipeline (patches on one object must come off in the order they went on).
+    probe: bool = True
     # With flight=False: called with the run dict once the call is judged; True drops the record unwritten (a watched
     # call the keep policy does not keep). Statistics are then judged as each step ends rather than when written.
     discard: Callable[[dict[str, Any]], bool] | None = None
@@ -146,7 +148,6 @@ def record_call(
 
     Raises RunFailed (from the pipeline's own exception) when the call raised, GhostError for usage errors."""
     options = options or RecordOptions()
-    call.trace = options.trace
     pipe = loaded.pipe
     tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture),  # type: ignore[arg-type]
                                       fingerprints=options.fingerprints))
@@ -271,7 +272,7 @@ def _record(
     tracer.latent_hw = family.latent_hw(pipe, height, width)
     attention = (
         [AttentionCapture(AttentionCaptureConfig(patterns=DENOISER_PATTERNS))]
-        if settings.capture_attention and call.trace else []
+        if settings.capture_attention and options.probe else []
     )
     for capture in attention:
         capture.fallback_hw = tracer.latent_hw
@@ -374,11 +375,10 @@ def _record(
     probes = PipelineProbes(on_x0=on_x0, on_initial=on_initial, on_step=None if callback else on_scheduler_step,
                             thread=call.thread)
     # The tracer's hooks go on last, so it records what each module hands on: after faults, the user's own
-    # hooks and bypasses (bypass.py) have had their say. A call that does not trace (it overlaps a traced one
-    # on another thread) puts nothing on the pipeline: the hooks and probes there are the other call's.
-    hooked = [*interventions, *attention, probes, *judge.hooks] if call.trace else list(interventions)
+    # hooks and bypasses (bypass.py) have had their say.
+    hooked = [*interventions, *attention, probes, *judge.hooks] if options.probe else list(interventions)
     mode = torch.inference_mode() if call.inference else contextlib.nullcontext()
-    with mode, applied(hooked, ctx), _traced(tracer, call.trace):
+    with mode, applied(hooked, ctx), tracer.hooks():
         for note in ctx.notes:
             writer.event("fault", note, level="warning")
         tracer.step = 0
@@ -425,21 +425,6 @@ def _record(
         summary["sample_anomalies"] = samples
     emit({"event": "finished", **summary})
     return summary
-
-
-class _traced:
-    """tracer.hooks() when the call traces, else nothing."""
-
-    def __init__(self, tracer: Tracer, on: bool) -> None:
-        self._scope = tracer.hooks() if on else None
-
-    def __enter__(self) -> None:
-        if self._scope is not None:
-            self._scope.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._scope is not None:
-            self._scope.__exit__(*exc)
 
 
 def _sample_of(first: dict[str, Any], tracer: Tracer, verdicts: list[dict[str, Any]]) -> int | None:

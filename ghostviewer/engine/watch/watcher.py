@@ -6,10 +6,9 @@ records the call, and `detach()` puts the class back. A failure of GhostViewer's
 never breaks the caller's call: it is logged and the call made as if unwatched; the pipeline's own exception reaches
 the caller as it was raised.
 
-Threads: a call made while another is in flight on another thread is recorded too (its steps, images, verdicts and
-call), and the overlap is written into both records as a finding. Only one call at a time has the module hooks on
-the pipeline (each hook records its own thread's work only), so an overlapping call's record has no module
-statistics of its own.
+Threads: a call made while another is in flight on another thread is recorded too, and the overlap is written into
+both records as a finding. Each call's module hooks record its own thread's work only; the pipeline-level probes
+(initial latents, scheduler steps, x0) are the first call's alone, so an overlapping call's record lacks those rows.
 """
 
 from __future__ import annotations
@@ -78,7 +77,7 @@ class Watcher:
         self._loaded: dict[int, Any] = {}
         self._prompts: dict[str, Any] = {}
         self._in_flight: dict[int, _InFlight] = {}
-        self._owner: int | None = None  # the call whose hooks are on the pipeline
+        self._owner: int | None = None  # the call whose probes are on the pipeline
         self._counts = {"calls": 0, "kept": 0, "failed": 0}
         # The study's database is written from one thread of its own (SQLite connections stay on their thread).
         self._study_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ghostviewer-watch")
@@ -203,7 +202,7 @@ class Watcher:
             arguments = bind_arguments(original, pipe, args, kwargs)
             call, settings, loaded = self._prepare(pipe, original, arguments, invoke, flight, owner)
             index, policy = flight.index, self.policy
-            options = RecordOptions(baseline=self.baseline, flight=policy.writes_as_it_goes, trace=owner,
+            options = RecordOptions(baseline=self.baseline, flight=policy.writes_as_it_goes, probe=owner,
                                     discard=(lambda summary: not policy.wants(index, summary))
                                     if policy.drops_unwritten else None)
         except Exception as exc:  # noqa: BLE001 - GhostViewer's own failure: the caller's call goes on unwatched
