@@ -152,6 +152,23 @@ def test_the_pipelines_own_error_reaches_the_caller_and_is_recorded(demo_loaded,
     assert RunRecord(watcher.runs[0]["run_dir"]).status == "failed"
 
 
+def test_an_error_in_the_callers_callback_reaches_it_as_raised(demo_loaded, runs_dir: Path) -> None:
+    pipe = demo_loaded.pipe
+
+    def broken(_pipe, index, _timestep, tensors):
+        if index == 1:
+            raise RuntimeError("boom") from KeyError("the cause")
+        return tensors
+
+    with ghostviewer.watch(pipe, runs_dir=runs_dir, keep="anomalies") as watcher:
+        with pytest.raises(RuntimeError, match="boom") as raised:
+            _call(pipe, output_type="np", callback_on_step_end=broken)
+    assert isinstance(raised.value.__cause__, KeyError)
+    record = RunRecord(watcher.runs[0]["run_dir"])  # a failed call is kept whatever the policy
+    assert record.status == "failed" and [s.index for s in record.steps()] == [0]
+    assert_no_leftovers(pipe)
+
+
 def test_keep_anomalies_keeps_a_summary_row_of_healthy_calls(demo_loaded, runs_dir: Path) -> None:
     pipe = demo_loaded.pipe
     with ghostviewer.watch(pipe, runs_dir=runs_dir, keep="anomalies") as watcher:

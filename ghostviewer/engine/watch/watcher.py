@@ -209,25 +209,28 @@ class Watcher:
             log.warning("ghostviewer: call %d not recorded (%s: %s)", flight.index, type(exc).__name__, exc)
             return original(pipe, *args, **kwargs)
         started = time.perf_counter()
+        error: BaseException | None = None  # the pipeline's own, raised again as it was (outside any except)
         try:
             summary = record_call(loaded, settings, call, self._study.runs_dir, options=options)
         except RunFailed as exc:
             self._finish(flight.index, _failed_summary(exc, settings, call, time.perf_counter() - started))
-            if "error" in made:
-                raise made["error"] from None
-            log.warning("ghostviewer: call %d made, its record failed: %s", flight.index, exc)
-            return call.output  # GhostViewer's own failure after the call: the caller's output all the same
+            error = made.get("error")
+            if error is None:
+                log.warning("ghostviewer: call %d made, its record failed: %s", flight.index, exc)
+                return call.output  # GhostViewer's own failure after the call: the caller's output all the same
         except BaseException as exc:
-            if "error" in made:  # the pipeline's own (KeyboardInterrupt included): as it was raised
-                raise made["error"] from None
-            if call.output is None and not made.get("invoked"):
-                log.warning("ghostviewer: call %d not recorded (%s: %s)", flight.index, type(exc).__name__, exc)
-                return original(pipe, *args, **kwargs)
-            log.warning("ghostviewer: call %d made, its record failed (%s: %s)", flight.index,
-                        type(exc).__name__, exc)
-            if call.output is None:
-                raise
-            return call.output
+            error = made.get("error")  # KeyboardInterrupt in the pipeline included
+            if error is None:
+                if not made.get("invoked"):
+                    log.warning("ghostviewer: call %d not recorded (%s: %s)", flight.index, type(exc).__name__, exc)
+                    return original(pipe, *args, **kwargs)
+                log.warning("ghostviewer: call %d made, its record failed (%s: %s)", flight.index,
+                            type(exc).__name__, exc)
+                if call.output is None:
+                    raise
+                return call.output
+        if error is not None:
+            raise error
         summary.update(status="done", call=call.call_record)
         self._finish(flight.index, summary)
         return call.output
