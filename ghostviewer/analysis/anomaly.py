@@ -10,6 +10,10 @@ Forward hooks fire innermost first, so among nested modules the deepest one to s
   drift       (only with a baseline, analysis/baseline.py) mean, std or absmax — or, in the encode and decode
               phases, one channel's mean — outside the pipeline's healthy envelope by the baseline's margin. The
               anomaly then also holds `z` (robust z-units from the healthy median) and `stat` (which statistic).
+Warnings and failures. An `overflow` is finite: the run itself is fine, a float16 run would not be (the demo's
+Euler latents are ~2·10⁴ by design at `pipeline.prepare_latents`). It is a *warning*; every other kind is a
+*failure*. `first_failure` is the first failure of a run's rows, past any earlier warning: what a bisection
+looks for (analysis.symptom), while `first` stays the first anomaly of any kind, as records have it.
 The ratios were calibrated on healthy demo runs (scripts/calibrate_verdicts.py reports anomalies too).
 """
 
@@ -25,6 +29,9 @@ from ghostviewer.record.types import FP16_MAX
 COLLAPSE_RATIO = 1e-4
 EXPLODE_RATIO = 1e3
 EXPLODE_FLOOR = 1e3
+
+
+WARNING_KINDS = frozenset({"overflow"})
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -96,3 +103,14 @@ class AnomalyDetector:
         if kind == "drift" and self._drift is not None:
             self.first.update(z=round(self._drift[0], 2), stat=self._drift[1])
         return self.first
+
+
+def first_failure(rows: Iterable[StatRow], baseline: Baseline | None = None,
+                  channel_means: Mapping[tuple[str, str], Sequence[float]] | None = None) -> dict[str, object] | None:
+    """The first anomaly of a kind that is a failure (not in WARNING_KINDS), rows in execution order."""
+    detector = AnomalyDetector(baseline, channel_means)
+    for row in rows:
+        kind = detector.classify(row)
+        if kind and kind not in WARNING_KINDS:
+            return detector._found(row.phase, row.step, row.module, kind)
+    return None

@@ -325,11 +325,11 @@ def bisect_run(
     cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle)
     bypassable = [b.module for b in discover_blocks(cache.get(settings).pipe) if b.bypassable]
     rows = record.stats()
-    suspects = candidates(bypassable, record.modules(), rows, record.first_anomaly, _fully_bypassed(settings.bypass))
+    suspects = candidates(bypassable, record.modules(), rows, symptom.anomaly, _fully_bypassed(settings.bypass))
     ran = [m for m in record.modules() if m in set(bypassable)]
-    after = after_in_step(rows, record.first_anomaly) if record.first_anomaly else set()
+    after = after_in_step(rows, symptom.anomaly) if symptom.anomaly else set()
     # one pass's bound: ⌈log2 N⌉ + 1, and the first anomaly's own block and parent tried alone before halving
-    total = budget(len(suspects)) + len(enclosing(suspects, str((record.first_anomaly or {}).get("module")))[:2])
+    total = budget(len(suspects)) + len(enclosing(suspects, str((symptom.anomaly or {}).get("module")))[:2])
     params = {"mode": "bypass", "run_dir": str(record.path), "candidates": suspects, "budget": total}
     study = StudyWriter.create(Path(runs_dir) if runs_dir else record.path.parent, "bisect", params, total=total)
     with study:
@@ -356,6 +356,7 @@ def bisect_run(
             "study_dir": str(study.path),
             "run_dir": str(record.path),
             "symptom": symptom.describe(),
+            "first_warning": symptom.warning,
             "candidates": len(suspects),
             "candidate_blocks": suspects,
             "budget": total,

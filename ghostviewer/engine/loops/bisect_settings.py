@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ghostviewer.analysis.compare import settings_diff
+from ghostviewer.analysis.compare import component_settings, settings_diff
 from ghostviewer.analysis.ddmin import ddmin
 from ghostviewer.analysis.symptom import Symptom
 from ghostviewer.engine.errors import GhostError
@@ -119,7 +119,7 @@ def bisect_settings(
     """
     bad_record, bad = open_recorded(bad_run_dir)
     good_record, good = open_recorded(good_run_dir)
-    symptom = Symptom.of(bad_record.verdict, bad_record.first_anomaly)
+    symptom = Symptom.of_record(bad_record)  # the first failure, never an earlier warning
     if symptom is None:
         raise GhostError("nothing to bisect: the run is healthy")
     if symptom.shown_by(good_record.verdict, good_record.first_anomaly, good_record.stats(), good_record.status):
@@ -169,8 +169,12 @@ def bisect_settings(
             "run_dir": str(bad_record.path),
             "good_run_dir": str(good_record.path),
             "symptom": symptom.describe(),
+            "first_warning": symptom.warning,
             "differences": units,
             "ignored": ignored,
+            # component configs (a scheduler's keys) that differ: shown, not yet flipped one by one
+            "component_differences": settings_diff(component_settings(good_record.environment),
+                                                   component_settings(bad_record.environment)),
         }
         if status == "cancelled":
             result["status"] = "cancelled"
