@@ -110,6 +110,28 @@ def settings_diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[Any]]:
     return {k: [a.get(k), b.get(k)] for k in keys if a.get(k) != b.get(k)}
 
 
+def component_settings(environment: dict[str, Any]) -> dict[str, Any]:
+    """A run's components' classes and config keys as settings: {"scheduler.class": "EulerDiscreteScheduler",
+    "scheduler.final_sigmas_type": "zero", …} (recorded by the engine since component configs were; else the
+    classes alone, from the pipeline's description)."""
+    configs = environment.get("component_configs")
+    if not isinstance(configs, dict):
+        components = (environment.get("pipeline") or {}).get("components") or {}
+        configs = {n: {"_class": c.get("class")} for n, c in components.items() if isinstance(c, dict)}
+    found: dict[str, Any] = {}
+    for name, config in configs.items():
+        if isinstance(config, dict):
+            for key, value in config.items():
+                found[f"{name}.{'class' if key == '_class' else key}"] = value
+    return found
+
+
+def run_settings_diff(a: RunRecord, b: RunRecord) -> dict[str, list[Any]]:
+    """settings_diff over the recorded settings and every component's class and config key."""
+    return settings_diff({**dict(a.settings), **component_settings(a.environment)},
+                         {**dict(b.settings), **component_settings(b.environment)})
+
+
 def environment_diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[Any]]:
     """Versions, device, threads and determinism flags that differ between two runs' environments."""
     flat_a = {**{k: v for k, v in a.items() if not isinstance(v, dict)}, **(a.get("determinism") or {})}
@@ -172,7 +194,7 @@ def compare_records(a: RunRecord, b: RunRecord) -> dict[str, Any]:
         "same": divergence is None,
         "run_a": str(a.path),
         "run_b": str(b.path),
-        "settings_diff": settings_diff(a.settings, b.settings),
+        "settings_diff": run_settings_diff(a, b),
         "environment_diff": environment_diff(a.environment, b.environment),
         "first_divergence": divergence,
         "verdicts": [verdict_a.get("label"), verdict_b.get("label")],

@@ -37,3 +37,26 @@ def refuse_unapplied(loaded: Any, dtype: str | None, device: str | None) -> None
     if device and device != "auto" and str(loaded.device).split(":")[0] != device.split(":")[0]:
         raise GhostError(f"device {device!r} cannot be applied to the pipeline object given (it is on "
                          f"{loaded.device}): move it first (pipe.to({device!r})) or leave device unset")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def component_configs(pipe: Any) -> dict[str, dict[str, Any]]:
+    """Each component's class and config as it ran (the scheduler a run installed included): {name: {"_class":
+    …, key: value}}, recorded so that compare and settings bisection can say which config key differs."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, component in (getattr(pipe, "components", None) or {}).items():
+        config = getattr(component, "config", None)
+        if component is None or not hasattr(config, "items"):
+            continue
+        found[name] = {"_class": type(component).__name__,
+                       **{str(k): _plain(v) for k, v in config.items() if not str(k).startswith("_")}}
+    return found

@@ -19,7 +19,7 @@ from ghostviewer.engine.interventions.bypass import Bypass, BypassConfig
 from ghostviewer.engine.interventions.dtype_bridge import DtypeBridge
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loading.schedulers import set_scheduler
-from ghostviewer.engine.run.applied_settings import refuse_unapplied
+from ghostviewer.engine.run.applied_settings import component_configs, refuse_unapplied
 from ghostviewer.engine.run.record_buffer import BufferedWriter
 from ghostviewer.engine.run.recorder import (
     CancelToken,
@@ -160,6 +160,7 @@ def build_call(loaded: LoadedPipeline, settings: RunSpec) -> PipelineCall:
         images=lambda output: [output.images[0]],
         prompts=[settings.prompt],
         record_prompt=lambda writer: _record_prompt(pipe, settings.prompt, writer, cache),
+        environment={"component_configs": component_configs(pipe)},  # the scheduler as installed for this run
     )
 
 
