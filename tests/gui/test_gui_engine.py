@@ -78,7 +78,7 @@ def test_replay_catches_an_unseeded_ghost(win, qtbot) -> None:  # noqa: ANN001
         win.timeline_bar.replay.click()
     result = checked.args[0]
     assert result["reproduced"] is False and result["first_divergence"]["phase"] == "denoise"
-    assert "NOT reproduced" in win.timeline_bar.replay_result.text()
+    assert "NOT reproduced" in win.timeline_bar.replay_result.words
 
 
 def test_cancel_mid_run(win, qtbot) -> None:  # noqa: ANN001

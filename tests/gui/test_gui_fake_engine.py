@@ -45,7 +45,7 @@ def test_replay_reproduces(fake_window, qtbot) -> None:  # noqa: ANN001
     with qtbot.waitSignal(state.controller.sigReplayChecked, timeout=20000) as blocker:
         fake_window.actions.replay.trigger()
     assert blocker.args[0]["reproduced"] is True
-    assert "reproduced" in fake_window.timeline_bar.replay_result.text()
+    assert "reproduced" in fake_window.timeline_bar.replay_result.words
 
 
 def test_engine_death_and_restart(fake_window, qtbot) -> None:  # noqa: ANN001

@@ -47,4 +47,4 @@ def test_a_divergence_opens_the_comparison_there(win, qtbot) -> None:  # noqa: A
     assert where["module"] == "unet.up_blocks.1.attentions.0" and where["phase"] == "denoise"
     assert state.blocks.selected == where["module"] and state.timeline.step == where["step"]
     assert c.compare.timeline_b.step == where["step"] and win.compare_view.isVisible()
-    assert "reproduced 0/2" in win.statusBar().currentMessage() and "NOT" in win.timeline_bar.replay_result.text()
+    assert "reproduced 0/2" in win.statusBar().currentMessage() and "NOT" in win.timeline_bar.replay_result.words

@@ -42,7 +42,7 @@ def test_replay_twice_reproduces(fake_window, qtbot) -> None:  # noqa: ANN001
     assert len(replays) == 2 and all(j.status == "done" for j in replays)
     assert sorted(result["replays"]) == sorted(j.run_dir for j in replays) and len(set(result["replays"])) == 2
     assert fake_window.statusBar().currentMessage() == "Replays of seed 5: reproduced 2/2."
-    assert "reproduced" in fake_window.timeline_bar.replay_result.text()
+    assert "reproduced" in fake_window.timeline_bar.replay_result.words
 
 
 def test_replay_twice_catches_a_ghost(fake_window, qtbot, gui_env: Path) -> None:  # noqa: ANN001
@@ -54,7 +54,7 @@ def test_replay_twice_catches_a_ghost(fake_window, qtbot, gui_env: Path) -> None
     assert (result["reproduced"], result["reproduced_count"], result["checked"]) == (False, 0, 2)
     assert result["first_divergence"]["phase"] == "denoise" and result["first_divergence"]["step"] == 2
     assert "reproduced 0/2 — first difference:" in fake_window.statusBar().currentMessage()
-    assert "NOT reproduced" in fake_window.timeline_bar.replay_result.text()
+    assert "NOT reproduced" in fake_window.timeline_bar.replay_result.words
 
 
 def test_a_cancelled_replay_counts_as_unfinished(fake_window, qtbot) -> None:  # noqa: ANN001

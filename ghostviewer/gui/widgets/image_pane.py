@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent
 from PySide6.QtWidgets import QWidget
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
 BACKGROUND = "#202124"
 
 
+TITLE_PT = 9
+
+
 class ImagePane(pg.GraphicsLayoutWidget):
+    """The title is cut with '…' to the pane's width (never clipped mid-glyph); the whole of it is the tooltip."""
+
     def __init__(self, title: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setBackground(BACKGROUND)
         self.default_title = title
-        self.title = self.addLabel(title, row=0, col=0, size="9pt")
+        self.full_title = title
+        font = QFont(self.font())
+        font.setPointSize(TITLE_PT)
+        self.title_metrics = QFontMetrics(font)
+        self.title = self.addLabel(title, row=0, col=0, size=f"{TITLE_PT}pt")
         self.view = self.addViewBox(row=1, col=0, lockAspect=True, invertY=True, enableMouse=False)
         self.view.setMenuEnabled(False)
         self.view.setDefaultPadding(0.02)
@@ -32,9 +43,22 @@ class ImagePane(pg.GraphicsLayoutWidget):
             self.item.clear()
         else:
             self.item.setImage(image, autoLevels=False, levels=(0, 255))
-        title = title or self.default_title
-        if title != self.title.text:
-            self.title.setText(title)
+        self.full_title = title or self.default_title
+        self._show_title()
+
+    def title_room(self) -> int:
+        return max(self.width() - 16, 10)
+
+    def _show_title(self) -> None:
+        shown = self.title_metrics.elidedText(self.full_title, Qt.TextElideMode.ElideRight, self.title_room())
+        if shown != self.title.text:
+            self.title.setText(shown)
+        self.setToolTip(self.full_title if shown != self.full_title else "")
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if "title" in self.__dict__:  # pyqtgraph resizes before __init__ has made the title
+            self._show_title()
 
 
 def image_canvas() -> tuple[pg.GraphicsLayoutWidget, pg.ViewBox, pg.ImageItem]:

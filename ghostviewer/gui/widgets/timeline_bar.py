@@ -7,12 +7,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSlider, QStyle, QToolButton, QWidget
 
 from ghostviewer.analysis.compare import describe_divergence
 from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.gui.widgets.elided_label import ElidedLabel
 from ghostviewer.gui.widgets.verdict_badge import VerdictBadge
+
+
+class ReplayWords(QLabel):
+    """The replay's result: asks for the room of its words, takes down to the room of its sign."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words = ""
+        self.setMinimumWidth(self.fontMetrics().horizontalAdvance("✗") + 12)
+
+    def words_width(self) -> int:
+        font = QFont(self.font())
+        font.setBold(True)
+        return QFontMetrics(font).horizontalAdvance(self.words) + 6
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        return QSize(self.words_width() if self.words else 0, super().sizeHint().height())
 
 
 class TimelineBar(QWidget):
@@ -29,15 +48,19 @@ class TimelineBar(QWidget):
         self.slider = QSlider(Qt.Orientation.Horizontal, minimum=0, maximum=0, pageStep=5)
         self.slider.setToolTip("Denoising step (← / →, Home / End)")
         self.slider.setMinimumWidth(100)  # nothing beside it may squeeze it away
-        self.step_label = QLabel("no run")
-        self.step_label.setMinimumWidth(self.fontMetrics().horizontalAdvance("step 88 of 0–99 · t=888") + 4)
+        self.step_label = ElidedLabel("no run")  # in a narrow bar the step's number stays, the rest behind '…'
+        self.step_label.setMinimumWidth(self.fontMetrics().horizontalAdvance("step 888 o…") + 6)
+        self.step_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.badge = VerdictBadge()
         self.decode = QToolButton(text="Decode", toolTip="Full VAE decode of this step's latents (Ctrl+D)")
-        self.replay = QToolButton(text="Replay seed", toolTip="Re-run with exactly the recorded settings (Ctrl+R)")
-        self.replay_result = QLabel()  # a few words; the details in its tooltip
+        self.replay = QToolButton(text="Replay",
+                                  toolTip="Replay seed: re-run with exactly the recorded settings (Ctrl+R)")
+        self.replay_result = ReplayWords()  # a few words (a sign alone when narrow); the details in its tooltip
+        self._replay_words: tuple[str, str, str] | None = None  # (text, sign, colour)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(4, 2, 4, 2)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(4)
         for widget in (self.play, self.slider, self.step_label, self.badge, self.decode, self.replay,
                        self.replay_result):
             layout.addWidget(widget, 1 if widget is self.slider else 0)
@@ -54,6 +77,8 @@ class TimelineBar(QWidget):
 
     def _on_run(self) -> None:
         self.replay_result.clear()
+        self.replay_result.words = ""
+        self._replay_words = None
         self._on_steps(self.model.count)
         self._on_step()
         self.badge.show_badge(self.model.badge())
@@ -74,15 +99,31 @@ class TimelineBar(QWidget):
         self.slider.blockSignals(False)
         info = self.model.step_info()
         if info is None:
-            self.step_label.setText("no steps recorded" if self.model.record is not None else "no run")
+            self.step_label.set_full_text("no steps recorded" if self.model.record is not None else "no run")
             return
         total = self.model.settings.get("steps")
         last = f" of 0–{int(total) - 1}" if isinstance(total, int) and total > 0 else ""
         sigma = "" if info.sigma is None else f" σ={info.sigma:.3g}"
         timestep = "" if info.timestep is None else f" · t={info.timestep:.0f}"
-        self.step_label.setText(f"step {info.index}{last}{timestep}")
-        self.step_label.setToolTip(f"step {info.index} (the record's index, from 0){timestep}{sigma}"
-                                   f" · {info.wall_s * 1000:.0f} ms")
+        self.step_label.set_full_text(f"step {info.index}{last}{timestep}",
+                                      tip=f"step {info.index} (the record's index, from 0){timestep}{sigma}"
+                                          f" · {info.wall_s * 1000:.0f} ms")
+
+    def _show_replay_words(self) -> None:
+        """The words when they fit beside the buttons, else the sign alone (never a clipped word)."""
+        if self._replay_words is None:
+            return
+        text, sign, colour = self._replay_words
+        self.replay_result.words = text
+        self.replay_result.updateGeometry()
+        fits = self.replay_result.words_width() <= self.replay_result.width()
+        shown = f"<b style='color:{colour}'>{text if fits else sign}</b>"
+        if self.replay_result.text() != shown:
+            self.replay_result.setText(shown)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._show_replay_words()
 
     def _on_playing(self, playing: bool) -> None:
         self.play.setChecked(playing)
@@ -91,12 +132,13 @@ class TimelineBar(QWidget):
     def show_replay(self, result: dict[str, Any]) -> None:
         reproduced, where = result.get("reproduced"), ""
         if reproduced is None:
-            text, colour = "replay unfinished", "#757575"
+            text, sign, colour = "replay unfinished", "…", "#757575"
         elif reproduced:
-            text, colour = "reproduced ✓", "#2e7d32"
+            text, sign, colour = "reproduced ✓", "✓", "#2e7d32"
         else:
             where = "first difference: " + describe_divergence(result.get("first_divergence") or {}) + "\n"
-            text, colour = "NOT reproduced ✗", "#c62828"
-        self.replay_result.setText(f"<b style='color:{colour}'>{text}</b>")
+            text, sign, colour = "NOT reproduced ✗", "✗", "#c62828"
+        self._replay_words = (text, sign, colour)
+        self._show_replay_words()
         self.replay_result.setToolTip(f"replay of seed {result.get('seed')}: {text}\n{where}"
                                       f"original: {result.get('original')}\nreplay: {result.get('replay')}")

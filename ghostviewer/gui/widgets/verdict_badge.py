@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 from ghostviewer.gui.models.timeline_model import Badge
@@ -13,6 +14,8 @@ COLOURS = {
     "bad": ("#c62828", "#ffffff"), "cancelled": ("#616161", "#ffffff"), "failed": ("#b71c1c", "#ffffff"),
     "incomplete": ("#ef6c00", "#ffffff"),
 }
+
+PADDING_PX = 10
 
 
 class VerdictBadge(QLabel):
@@ -34,4 +37,11 @@ class VerdictBadge(QLabel):
         self.setText(badge.text)
         self.setToolTip(badge.tooltip)
         self.setStyleSheet(f"QLabel {{ background: {background}; color: {foreground}; border-radius: 8px;"
-                           " padding: 2px 10px; font-weight: bold; }")
+                           f" padding: 2px {PADDING_PX}px; font-weight: bold; }}")
+        self.setMinimumWidth(max(80, self.needed_width()))  # a squeezed bar never clips the verdict
+
+    def needed_width(self) -> int:
+        """The whole text, bold, with the badge's padding: what must stay visible."""
+        font = QFont(self.font())
+        font.setBold(True)
+        return QFontMetrics(font).horizontalAdvance(self.text()) + 2 * PADDING_PX + 4
