@@ -19,6 +19,7 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.interventions.base import RunContext, applied
 from ghostviewer.engine.interventions.input_capture import CapturedCall, InputCapture, InputCaptureConfig
 from ghostviewer.engine.isolation.arguments import decode_call, describe, encode_call, name_arguments
+from ghostviewer.engine.isolation.carry import carry_user_code
 from ghostviewer.engine.isolation.folder import diffusers_processors, materialize, write_folder
 from ghostviewer.engine.isolation.injected import apply_faults, injected_faults
 from ghostviewer.engine.isolation.outputs import output_stats, stream_adapter
@@ -127,8 +128,11 @@ def isolate_module(
     device = str(loaded.device)
     run_args, run_kwargs = _on(decode_call(encoded.spec, encoded.tensors), device)
 
+    carried: list[str] = []
+
     def check(rebuilt: nn.Module) -> str | None:
         candidate = materialize(rebuilt, dtype, captured.state, processors).to(device)
+        carried[:] = carry_user_code(target, candidate)  # the user's processors and hooks, by reference
         restore = apply_faults(candidate, module, faults)
         try:
             with torch.inference_mode():
@@ -148,6 +152,7 @@ def isolate_module(
         "run_dir": str(Path(run_dir).resolve()), "run_id": record.run_id, "prompt": settings.prompt,
         "seed": settings.seed, "output": stats, "rebuildable": spec.kind != "none",
         "unsupported": encoded.spec["unsupported"], "inputs": describe(encoded.spec, encoded.tensors),
+        "user_code": list(carried),
     }
     write_folder(out, meta, encoded, captured.state)
     repro = out / "repro.py"
@@ -160,4 +165,5 @@ def isolate_module(
         "inputs": meta["inputs"], "output": stats, "rebuildable": spec.kind != "none", "rebuilt_by": spec.kind,
         "reason": spec.reason or None, "repro": str(repro) if spec.kind != "none" else None,
         "faults": [f["name"] for f in faults], "notes": notes, "unsupported": encoded.spec["unsupported"],
+        "carried": list(carried),
     }
