@@ -159,7 +159,8 @@ class EngineSession:
         from ghostviewer.engine.loading.pipelines import load_pipeline
         from ghostviewer.engine.loading.schedulers import scheduler_name
 
-        self.loaded = None  # a failed load leaves no half-loaded pipeline behind
+        # Loading is a transaction: the working pipeline stays until the new one has loaded (a failed load leaves
+        # it as it was, and nothing half-loaded); for a moment both are in memory.
         loaded = load_pipeline(str(command.get("source") or "demo"), command.get("device") or "auto",
                                command.get("dtype") or None, bool(command.get("allow_pickle", False)))
         self.loaded = loaded

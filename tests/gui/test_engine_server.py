@@ -65,3 +65,19 @@ def test_protocol_round_trip(tmp_path: Path) -> None:
         assert pipe.process.wait(timeout=30) == 0
     finally:
         pipe.process.kill()
+
+
+def test_a_failed_load_keeps_the_working_pipeline(tmp_path: Path) -> None:
+    pipe = Pipe()
+    try:
+        pipe.send(cmd="load", id=1, source="demo")
+        assert pipe.until("loaded")[-1]["pipeline"] == "StableDiffusionPipeline"
+        (tmp_path / "not-a-pipeline").mkdir()
+        pipe.send(cmd="load", id=2, source=str(tmp_path / "not-a-pipeline"))
+        assert pipe.until("error")[-1]["id"] == 2
+        pipe.send(cmd="run", id=3, runs_dir=str(tmp_path / "runs"),
+                  settings={"prompt": "a red circle", "steps": 2, "seed": 1})
+        assert pipe.until("finished", "failed")[-1]["event"] == "finished"  # still the demo, loaded once
+    finally:
+        pipe.send(cmd="quit")
+        pipe.process.wait(timeout=60)
