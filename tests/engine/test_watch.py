@@ -60,21 +60,31 @@ def test_the_callers_output_is_unchanged_bit_for_bit(demo_loaded, runs_dir: Path
     assert record.call == run["call"] and run["call"]["kwargs"]["output_type"] == output["output_type"]
 
 
-def test_img2img_built_from_the_demo_is_watched_exactly(demo_loaded, runs_dir: Path) -> None:
-    pipe = StableDiffusionImg2ImgPipeline.from_pipe(demo_loaded.pipe)
+@pytest.mark.parametrize("kind", ["img2img", "inpaint"])
+def test_img2img_and_inpaint_built_from_the_demo_are_watched_exactly(demo_loaded, runs_dir: Path, kind: str) -> None:
+    from diffusers import StableDiffusionInpaintPipeline
+
+    cls = StableDiffusionImg2ImgPipeline if kind == "img2img" else StableDiffusionInpaintPipeline
+    pipe = cls.from_pipe(demo_loaded.pipe)
     init = Image.fromarray(np.full((64, 64, 3), (200, 40, 40), np.uint8))
     kwargs = {"image": init, "strength": 0.5, "output_type": "np"}
+    if kind == "inpaint":
+        kwargs["mask_image"] = Image.fromarray(np.tile(np.arange(64, dtype=np.uint8)[None] * 4, (64, 1)))
     plain = _call(pipe, steps=8, **kwargs)
     with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
         watched = _call(pipe, steps=8, **kwargs)
     assert np.array_equal(plain.images, watched.images)
     (run,) = watcher.runs
     record = RunRecord(run["run_dir"])
-    assert record.settings["kind"] == "img2img" and record.settings["strength"] == 0.5
+    assert record.settings["kind"] == kind and record.settings["strength"] == 0.5
+    if kind == "inpaint":
+        mask = record.call["kwargs"]["mask_image"]["$image"]
+        assert np.array_equal(np.asarray(Image.open(Path(run["run_dir"]) / mask)),
+                              np.asarray(kwargs["mask_image"]))
     assert [s.index for s in record.steps()] == [0, 1, 2, 3]  # strength 0.5 of 8 steps
     image_ref = record.call["kwargs"]["image"]["$image"]
     assert np.array_equal(np.asarray(Image.open(Path(run["run_dir"]) / image_ref)), np.asarray(init))
-    assert record.call["kind"] == "img2img" and record.call["generators"][0]["seed"] == 3
+    assert record.call["kind"] == kind and record.call["generators"][0]["seed"] == 3
     assert_no_leftovers(pipe)
 
 

@@ -70,7 +70,7 @@ class Watcher:
         self.policy = KeepPolicy(keep, ring, max_bytes)
         self.depth, self.baseline = depth, baseline
         self.runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()
-        self.runs: deque[dict[str, Any]] = deque(maxlen=RUNS_IN_MEMORY)
+        self._runs: deque[dict[str, Any]] = deque(maxlen=RUNS_IN_MEMORY)
         self._lock = threading.Lock()
         self._pipes: list[tuple[Any, type]] = []
         self._classes: dict[type, type] = {}
@@ -86,6 +86,12 @@ class Watcher:
         self._study: StudyWriter = self._study_thread.submit(
             lambda: StudyWriter.create(self.runs_dir, "watch", params)).result()
         self.closed = False
+
+    @property
+    def runs(self) -> list[dict[str, Any]]:
+        """One CONTRACT run dict per call, in the order the calls began (the last RUNS_IN_MEMORY of them)."""
+        with self._lock:
+            return sorted(self._runs, key=lambda run: run["call_index"])
 
     @property
     def study_dir(self) -> Path:
@@ -307,7 +313,7 @@ class Watcher:
         with self._lock:
             self._counts["kept"] += bool(summary["kept"])
             self._counts["failed"] += bool(bad)
-            self.runs.append(summary)
+            self._runs.append(summary)
             counts = self._counts_now()
         stored = run_dir if run_dir is not None else self._study.runs_dir / f"call-{index:06d}"
         role = "member" if summary["kept"] else "summary"
