@@ -14,7 +14,7 @@ from diffusers import StableDiffusionImg2ImgPipeline
 from PIL import Image
 
 import ghostviewer
-from ghostviewer.record import RunRecord, StudyRecord
+from ghostviewer.record import RunRecord, StudyRecord, list_entries
 from tests.engine.test_runner import assert_no_leftovers
 
 PROMPT = "a red circle on a blue background, top left"
@@ -194,6 +194,7 @@ def test_keep_anomalies_keeps_a_summary_row_of_healthy_calls(demo_loaded, runs_d
     assert study.kind == "watch" and study.status == "done"
     assert [(r.role, r.verdict) for r in study.runs()] == [("summary", "ok"), ("member", "nan")]
     assert [p.name for p in study.runs_dir.iterdir()] == [Path(bad["run_dir"]).name]
+    assert [entry.path for entry in list_entries(runs_dir)] == [study.path]  # the history: one row
 
 
 def test_every_nth_call_and_the_ring(demo_loaded, runs_dir: Path) -> None:
@@ -291,3 +292,14 @@ def test_an_unmodified_program_runs_watched_with_its_own_exit_code(tmp_path: Pat
     assert "1 pipeline calls watched" in err.getvalue()
     (child,) = StudyRecord(summary["study_dir"]).runs()
     assert RunRecord(child.run_dir).settings["prompt"] == "a red circle"
+
+
+def test_a_wrong_argument_or_a_second_watcher_is_refused_leaving_nothing(demo_loaded, runs_dir: Path) -> None:
+    from ghostviewer.engine.errors import GhostError
+
+    with pytest.raises(GhostError, match="takes a diffusers pipeline"):
+        ghostviewer.attach("demo", runs_dir=runs_dir)
+    with ghostviewer.watch(demo_loaded.pipe, runs_dir=runs_dir):
+        with pytest.raises(GhostError, match="already watched"):
+            ghostviewer.attach(demo_loaded.pipe, runs_dir=runs_dir)
+    assert len(list_entries(runs_dir)) == 1 and "_ghostviewer_watcher" not in vars(type(demo_loaded.pipe))

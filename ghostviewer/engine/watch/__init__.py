@@ -14,12 +14,13 @@ from typing import Any
 
 from ghostviewer.engine.watch.process import ProcessWatch, watch_process
 from ghostviewer.engine.watch.program import run_program
-from ghostviewer.engine.watch.watcher import Watcher
+from ghostviewer.engine.watch.watcher import Watcher, check_watchable
 
 
 def attach(pipe: Any, runs_dir: str | Path | None = None, keep: str | int = "all", depth: str = "block",
            ring: int | None = None, max_bytes: int | None = None) -> Watcher:
     """Watch `pipe` until `detach()`; `.runs` (one CONTRACT run dict per call), `.summary()`."""
+    check_watchable(pipe)  # before the study exists: a wrong argument leaves nothing in the history
     watcher = Watcher(runs_dir, keep=keep, depth=depth, ring=ring, max_bytes=max_bytes)
     try:
         watcher.add(pipe)

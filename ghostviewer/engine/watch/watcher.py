@@ -102,12 +102,9 @@ class Watcher:
         """Watch `pipe` (any DiffusionPipeline); returns it. A pipeline watched already is refused."""
         if self.closed:
             raise GhostError("this watcher is detached: attach a new one")
-        if not isinstance(getattr(pipe, "components", None), dict) or not callable(pipe):
-            raise GhostError(f"ghostviewer.watch takes a diffusers pipeline, not {type(pipe).__name__}")
-        if getattr(type(pipe), "_ghostviewer_watcher", None) is not None:
-            if type(pipe)._ghostviewer_watcher is self:
-                return pipe
-            raise GhostError("this pipeline is already watched (detach the other watcher first)")
+        if getattr(type(pipe), "_ghostviewer_watcher", None) is self:
+            return pipe
+        check_watchable(pipe)
         original = type(pipe)
         pipe.__class__ = self._watched_class(original)
         self._pipes.append((pipe, original))
@@ -333,6 +330,14 @@ class Watcher:
 
         with contextlib.suppress(RuntimeError):  # a call finishing after detach: counted, not written
             self._study_thread.submit(write)
+
+
+def check_watchable(pipe: Any) -> None:
+    """GhostError unless `pipe` is a diffusers pipeline no other watcher watches."""
+    if not isinstance(getattr(pipe, "components", None), dict) or not callable(pipe):
+        raise GhostError(f"ghostviewer.watch takes a diffusers pipeline, not {type(pipe).__name__}")
+    if getattr(type(pipe), "_ghostviewer_watcher", None) is not None:
+        raise GhostError("this pipeline is already watched (detach the other watcher first)")
 
 
 def _overlap(this: _InFlight, other: _InFlight) -> None:
