@@ -64,3 +64,14 @@ def test_a_name_ending_in_a_newline_is_not_a_safe_member_name() -> None:
         check_member_name("runs/abc\n/run.sqlite")
     with pytest.raises(BundleError):
         check_member_name("README.txt\n")
+
+
+def test_a_deep_safetensors_header_is_a_value_error() -> None:
+    import io
+    import struct
+
+    from ghostviewer.record.reader import safetensors_header
+
+    text = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(ValueError, match="nested too deeply"):
+        safetensors_header(io.BytesIO(struct.pack("<Q", len(text)) + text).read)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import io
-import json
 import sqlite3
 import struct
 from collections.abc import Callable, Sequence
@@ -15,6 +14,8 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load as load_bytes
 from safetensors.numpy import load_file
+
+from ghostviewer.safe_read import loads
 
 from . import schema
 from .errors import RecordError
@@ -358,7 +359,7 @@ def safetensors_header(read: Callable[[int], bytes]) -> dict[str, Any]:
     text = read(length)
     if len(text) != length:
         raise ValueError("header cut short")
-    header = json.loads(text)
+    header = loads(text, ValueError, "the safetensors header")  # nested too deeply: ValueError, not RecursionError
     if not isinstance(header, dict):
         raise ValueError("header is not an object")
     return header
