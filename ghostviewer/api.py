@@ -361,3 +361,29 @@ def audit(source: Any = "demo", reference: Any = None) -> dict[str, Any]:
     from ghostviewer.engine.judge_model.audit import audit_weights
 
     return audit_weights(source, reference)
+
+
+def probe(
+    source: Any = "demo",
+    prompt: str | None = None,
+    *,
+    seed: int = 0,
+    steps: int = 10,
+    probes: Iterable[str] | None = None,
+    device: str = "auto",
+    runs_dir: str | Path | None = None,
+    allow_pickle: bool = False,
+    config: str | Path | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """The model-agnostic probe battery (`ghostviewer probe`), recorded as a `probe` study: `{"findings": [{"probe",
+    "ok", "finding", "evidence", "bug_class", "compared"}, …], "ok", "failed", "study_dir", "runs", "elapsed_s"}` —
+    prompt, negative prompt, guidance and seed each have an effect, the same seed gives the same image, float16 and
+    the SDPA math kernel agree with the default run (else where they part, by module), and more steps converge.
+    `probes`: some of engine/judge_model/probes.py's PROBE_NAMES (default: all)."""
+    from ghostviewer.engine.loops.probe import run_probes
+
+    loaded = _loaded(source, device, None, allow_pickle, config)
+    return run_probes(loaded, Path(runs_dir) if runs_dir else default_runs_dir(), prompt=prompt, seed=seed,
+                      steps=steps, probes=None if probes is None else names(probes), allow_pickle=allow_pickle,
+                      config=config, on_progress=on_progress)

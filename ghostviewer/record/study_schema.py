@@ -16,7 +16,8 @@ from .sqlite_store import StoreFormat
 STUDY_SCHEMA_VERSION = 1
 STUDY_DB_NAME = "study.sqlite"
 RUNS_FOLDER = "runs"  # where the study's own child runs are written, so they do not flood the history
-KINDS: tuple[str, ...] = ("replay", "compare", "bisect", "sweep", "baseline", "watch")  # watch: engine/watch/
+# watch: engine/watch/; probe: engine/loops/probe.py
+KINDS: tuple[str, ...] = ("replay", "compare", "bisect", "sweep", "baseline", "watch", "probe")
 STATUSES: tuple[str, ...] = schema.STATUSES  # running | done | failed | cancelled
 
 TABLES: tuple[str, ...] = (
