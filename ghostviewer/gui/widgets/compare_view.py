@@ -1,14 +1,20 @@
 """The Compare dock: two runs side by side. Settings with the differences highlighted, the first divergence (a
 click moves both timelines there and focuses its module), the shown step of A and B with |A−B| and the two
 final images with theirs, one slider scrubbing both timelines, and the per-module delta heat map. Bound to
-CompareModel; the step images come from the two step-data models (A: the shown run, B: the second slot)."""
+CompareModel; the step images come from the two step-data models (A: the shown run, B: the second slot).
+
+Readable at any width: the two runs' ids on a line of their own (cut with '…' only when the dock is too narrow
+for them, the whole line in the tooltip), the picker showing run B, the settings' columns as wide as their
+texts (the table scrolls sideways rather than cut a value), and the three parts side by side only where each
+has room (WIDE_PX); narrower (the centre column at 1280 or 1366 px), they are tabs across the whole width."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtGui import QBrush, QColor, QFont, QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -20,6 +26,7 @@ from PySide6.QtWidgets import (
     QSlider,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QTreeWidget,
     QVBoxLayout,
     QWidget,
@@ -30,12 +37,14 @@ from ghostviewer.gui.models.compare_model import CompareModel, step_image
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.step_data_model import StepDataModel
 from ghostviewer.gui.widgets.delta_heatmap import DeltaHeatmap
+from ghostviewer.gui.widgets.elided_label import ElidedButton, ElidedLabel
 from ghostviewer.gui.widgets.history_panel import KIND_ROLE, PATH_ROLE
 from ghostviewer.gui.widgets.image_pane import ImagePane
 
 DIFF_BACKGROUND = "#5d3a00"
 SIZE_HINT = (860, 300)
-NAME_PX = 96  # the settings' name column (values get the rest; full texts in the tooltips)
+WIDE_PX = 1100  # from this width the settings, the images and the heat map stand side by side
+PARTS = ("Settings", "Images", "Δ per module")
 PANES = ("A step", "B step", "|A−B| step", "A final", "B final", "|A−B| final")
 
 
@@ -53,25 +62,26 @@ class CompareView(QWidget):
                  history: HistoryModel | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model, self.history = model, history
-        self.title = QLabel("No comparison yet: select two runs in the history and press Ctrl+K, or pick one here")
-        self.title.setToolTip("Run ▸ Compare selected runs (Ctrl+K): the two runs selected in the history (Ctrl+click)."
-                              "\nCompare with…: the shown run (A) beside the run picked here (B).")
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # clipped, not wrapped
-        self.picker = QComboBox(toolTip="A run to compare the shown run with")
-        self.picker.setMinimumContentsLength(14)
+        self.title = ElidedLabel()
+        self.title.set_full_text(NO_COMPARISON, NO_COMPARISON_TIP)
+        self.picker = QComboBox(toolTip="Run B: the run compared with the shown run (A); pick another and press "
+                                        "Compare with…")
+        self.picker.setMinimumContentsLength(10)
         self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.picker.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.compare_button = QPushButton("Compare with…", toolTip="Compare the shown run (A) with the picked run (B)")
         self.swap = QPushButton("Swap A ⇄ B")
         self.show_a = QPushButton("Show A", toolTip="Run A is not the shown run: show it again")
-        self.divergence = QPushButton(flat=True, toolTip="Move both timelines to the first divergence")
-        self.divergence.setStyleSheet("text-align: left; font-weight: bold")
-        self.divergence.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.divergence = ElidedButton(toolTip="Move both timelines to the first divergence")
         self.settings = QTableWidget(0, 3)
         self.settings.setHorizontalHeaderLabels(["setting", "A", "B"])
         self.settings.verticalHeader().hide()
-        self.settings.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.settings.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        self.settings.setColumnWidth(0, NAME_PX)
+        self.settings.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.settings.horizontalHeader().setStretchLastSection(True)
+        self.settings.setHorizontalScrollMode(QTableWidget.ScrollMode.ScrollPerPixel)
+        self.settings.setTextElideMode(Qt.TextElideMode.ElideNone)
+        self.settings.setWordWrap(False)
+        self.settings.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         self.settings.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.settings.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.panes = {name: ImagePane(name) for name in PANES}
@@ -98,8 +108,9 @@ class CompareView(QWidget):
 
     def _layout(self) -> None:
         top = QHBoxLayout()
-        top.addWidget(self.title, 1)
-        for widget in (self.show_a, self.swap, self.picker, self.compare_button):
+        top.addWidget(QLabel("<b>B</b>"))
+        top.addWidget(self.picker, 1)
+        for widget in (self.compare_button, self.swap, self.show_a):
             top.addWidget(widget)
         images = QWidget()
         grid = QGridLayout(images)
@@ -111,16 +122,46 @@ class CompareView(QWidget):
         scrub.addWidget(self.slider, 1)
         scrub.addWidget(self.step_label)
         grid.addLayout(scrub, 2, 0, 1, 3)
-        self.settings.setMinimumWidth(180)
-        row = QHBoxLayout()
-        for widget, stretch in ((self.settings, 3), (images, 4), (self.heatmap, 4)):
+        self.parts = dict(zip(PARTS, (self.settings, images, self.heatmap), strict=True))
+        self.side_by_side = QWidget()
+        self.row = QHBoxLayout(self.side_by_side)
+        self.row.setContentsMargins(0, 0, 0, 0)
+        self.tabs = QTabWidget(documentMode=True)
+        for widget in self.parts.values():
             widget.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Expanding)  # shared by stretch only
-            row.addWidget(widget, stretch)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(2)
+        layout.addWidget(self.title)
         layout.addLayout(top)
         layout.addWidget(self.divergence)
-        layout.addLayout(row, 1)
+        layout.addWidget(self.side_by_side, 1)
+        layout.addWidget(self.tabs, 1)
+        self.wide: bool | None = None
+        self._arrange(False)
+
+    def _arrange(self, wide: bool) -> None:
+        """The three parts side by side (wide) or as tabs, each then as wide as the dock."""
+        if wide == self.wide:
+            return
+        self.wide = wide
+        current = self.tabs.currentIndex()
+        if wide:
+            self.tabs.clear()
+            for widget, stretch in zip(self.parts.values(), (3, 4, 4), strict=True):
+                self.row.addWidget(widget, stretch)
+                widget.show()
+        else:
+            for name, widget in self.parts.items():
+                self.row.removeWidget(widget)
+                self.tabs.addTab(widget, name)
+            self.tabs.setCurrentIndex(max(current, 1))  # the images first
+        self.side_by_side.setVisible(wide)
+        self.tabs.setVisible(not wide)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._arrange(self.width() >= WIDE_PX)
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
         return QSize(*SIZE_HINT)  # the panes and the heat map ask for far more: the dock would crowd the window
@@ -130,19 +171,21 @@ class CompareView(QWidget):
         c = self.model.comparison
         self.swap.setEnabled(c is not None)
         if c is None:
-            self.divergence.setText(self.model.error or "")
+            self.title.set_full_text(NO_COMPARISON, NO_COMPARISON_TIP)
+            self.divergence.set_full_text(self.model.error or "")
             self.settings.setRowCount(0)
             for name in PANES[3:]:
                 self.panes[name].set_image(None)
             self._on_run()
             return
         (id_a, id_b), (va, vb) = c.ids, c.verdicts
-        self.title.setText(f"<b>A</b> {id_a} ({va or '?'}) &nbsp;vs&nbsp; <b>B</b> {id_b} ({vb or '?'})")
+        self.title.set_full_text(f"A {id_a} ({va or '?'})   vs   B {id_b} ({vb or '?'})")
         if c.same:
-            self.divergence.setText("Identical: every recorded output is bit-identical")
+            self.divergence.set_full_text("Identical: every recorded output is bit-identical")
         else:
-            self.divergence.setText("First divergence: " + describe_divergence(c.first_divergence or {}) + "  ➜")
+            self.divergence.set_full_text("First divergence: " + describe_divergence(c.first_divergence or {}) + "  ➜")
         self.divergence.setEnabled(not c.same)
+        self._show_b_in_picker()
         self._fill_settings()
         self.panes["A final"].set_image(c.final_a, f"A final · {va or '?'}")
         self.panes["B final"].set_image(c.final_b, f"B final · {vb or '?'}")
@@ -164,6 +207,7 @@ class CompareView(QWidget):
                     cell.setBackground(QBrush(QColor(DIFF_BACKGROUND)))
                     cell.setFont(bold)
                 self.settings.setItem(i, j, cell)
+        self.settings.resizeColumnsToContents()
 
     # -- the steps --------------------------------------------------------------------------------
     def _on_run(self) -> None:
@@ -202,15 +246,41 @@ class CompareView(QWidget):
             self.picker.addItem(f"{entry.run_id} · seed {entry.seed} · {entry.state(None)}", entry.path)
         for study in self.history.studies:
             for child in study.children:
-                self.picker.addItem(f"{study.kind} #{child.position} {child.role} · {child.state()}", child.path)
-        index = self.picker.findData(keep)
-        self.picker.setCurrentIndex(max(index, 0))
+                self.picker.addItem(f"{Path(child.path).name} · {study.kind} #{child.position} {child.role} · "
+                                    f"{child.state()}", child.path)
         self.picker.blockSignals(False)
+        if not self._show_b_in_picker():
+            self._select_in_picker(keep)
+
+    def _select_in_picker(self, path: object) -> bool:
+        wanted = None if path is None else Path(str(path))
+        index = next((i for i in range(self.picker.count())
+                      if wanted is not None and Path(str(self.picker.itemData(i))) == wanted), -1)
+        if index < 0 and wanted is not None and self.model.comparison is not None \
+                and wanted == Path(self.model.comparison.run_b):  # B not (yet) in the history: listed anyway
+            self.picker.insertItem(0, f"{self.model.comparison.ids[1]} · {self.model.comparison.verdicts[1] or '?'}",
+                                   str(wanted))
+            index = 0
+        self.picker.blockSignals(True)
+        self.picker.setCurrentIndex(max(index, 0) if self.picker.count() else -1)
+        self.picker.blockSignals(False)
+        self.picker.setToolTip(self.picker.currentText() or "A run to compare the shown run with")
+        return index >= 0
+
+    def _show_b_in_picker(self) -> bool:
+        """The picker shows run B of the comparison on screen (never another run)."""
+        c = self.model.comparison
+        return c is not None and self._select_in_picker(c.run_b)
 
     def _compare_picked(self) -> None:
         path = self.picker.currentData()
         if path:
             self.model.compare_with(str(path))
+
+
+NO_COMPARISON = "No comparison yet: select two runs in the history and press Ctrl+K, or pick one here"
+NO_COMPARISON_TIP = ("Run ▸ Compare selected runs (Ctrl+K): the two runs selected in the history (Ctrl+click)."
+                     "\nCompare with…: the shown run (A) beside the run picked here (B).")
 
 
 def build_compare_view(state: Any) -> CompareView:

@@ -4,8 +4,8 @@ tooltip. Its minimum width is small, so a long text (a path, a library's error) 
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent
+from PySide6.QtWidgets import QLabel, QPushButton, QSizePolicy, QWidget
 
 
 class ElidedLabel(QLabel):
@@ -42,3 +42,28 @@ class ElidedLabel(QLabel):
         text = self.fontMetrics().elidedText(self.full_text, self.mode, max(room, 1))
         if self.text() != text:
             super().setText(text)
+
+
+class ElidedButton(QPushButton):
+    """A flat, bold, left-aligned button whose text is cut with '…' to its width (the whole text in the tooltip)."""
+
+    def __init__(self, toolTip: str = "") -> None:  # noqa: N803 - Qt's keyword
+        super().__init__(flat=True)
+        self.full_text, self.hint = "", toolTip
+        self.setStyleSheet("text-align: left; font-weight: bold")
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+
+    def set_full_text(self, text: str) -> None:
+        self.full_text = text
+        self.setToolTip(f"{text}\n{self.hint}" if text else self.hint)
+        self._elide()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        font = QFont(self.font())
+        font.setBold(True)
+        self.setText(QFontMetrics(font).elidedText(self.full_text, Qt.TextElideMode.ElideRight,
+                                                   max(self.width() - 16, 1)))
