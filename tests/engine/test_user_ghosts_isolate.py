@@ -1,10 +1,15 @@
 """Isolation carries the user's own code: a block with the user's attention processor (set with
-set_attn_processor) is rebuilt with that processor, not diffusers' default, so it behaves as it ran."""
+set_attn_processor) is rebuilt with that processor, not diffusers' default, so it behaves as it ran; repro.py
+carries the processor's source (or names it and says it runs the default), so it reproduces as the run did."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from diffusers.models.attention_processor import AttnProcessor2_0
 
 from ghostviewer import api
@@ -31,3 +36,72 @@ def test_isolate_rebuilds_a_block_with_the_users_processor(demo_loaded, runs_dir
         pipe.unet.set_attn_processor(before)
     assert result["rebuildable"] is True, result["reason"]
     assert any("HalfAttention" in line for line in result["carried"]), result["carried"]
+
+
+ATTN = "unet.down_blocks.1.attentions.0.transformer_blocks.0.attn1"
+
+
+class ZeroAttention(AttnProcessor2_0):
+    """A user's processor with a bug: attention computed as usual, then its output zeroed."""
+
+    def __call__(self, attn, hidden_states, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return super().__call__(attn, hidden_states, *args, **kwargs) * SCALE
+
+
+SCALE = 0.0  # a module constant the processor reads: written into repro.py with it
+
+
+def _repro(path: str, *flags: str) -> subprocess.CompletedProcess:
+    """repro.py as a user runs it: `python repro.py` in its folder, with no path to GhostViewer."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "repro.py", *flags], capture_output=True, text=True,
+                          cwd=Path(path).parent, env=env, timeout=180)
+
+
+def _isolated_with(demo_loaded, processor: object, runs_dir: Path, out: Path) -> dict:
+    pipe = demo_loaded.pipe
+    before = dict(pipe.unet.attn_processors)
+    pipe.unet.set_attn_processor(processor)
+    try:
+        run = api.run(pipe, "a red circle", steps=2, runs_dir=runs_dir)
+        return isolate_module(run["run_dir"], ATTN, step=0, out_dir=out, pipeline=demo_loaded)
+    finally:
+        pipe.unet.set_attn_processor(before)
+
+
+@pytest.mark.slow
+def test_repro_carries_the_users_processor_source_and_reproduces(demo_loaded, runs_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    result = _isolated_with(demo_loaded, ZeroAttention(), runs_dir, tmp_path / "iso")
+    assert result["rebuildable"] is True and result["repro"], result["reason"]
+    assert result["output"]["std"] == 0.0  # the run's own output there: all zeros
+    [item] = result["user_code_in_repro"]
+    assert item["kind"] == "processor" and item["in_repro"] is True and item["on"] == ["the module"]
+    assert item["name"].endswith("ZeroAttention")
+    source = Path(result["repro"]).read_text()
+    assert "The user's own attention processor(s): " in source and "class ZeroAttention(AttnProcessor2_0)" in source
+    assert "SCALE = 0.0" in source and "import ghostviewer" not in source and "from ghostviewer" not in source
+    assert "from tests" not in source  # the processor's own module is never imported: its source is copied
+    proc = _repro(result["repro"])
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert "collapsed: every value is 0" in proc.stdout
+    default = _repro(result["repro"], "--default-processor")  # without the user's code: not reproduced
+    assert default.returncode == 0, default.stdout + default.stderr[-2000:]
+    assert "The user's own" in (Path(result["out_dir"]) / "README.md").read_text()
+
+
+@pytest.mark.slow
+def test_repro_names_a_processor_whose_source_cannot_be_read(demo_loaded, runs_dir: Path, tmp_path: Path) -> None:
+    namespace: dict = {"AttnProcessor2_0": AttnProcessor2_0, "__name__": "notebook_cell"}
+    exec("class CellAttention(AttnProcessor2_0):\n"  # noqa: S102 - a class typed in a notebook: no source file
+         "    def __call__(self, attn, h, *a, **k):\n        return super().__call__(attn, h, *a, **k) * 0.0\n",
+         namespace)
+    result = _isolated_with(demo_loaded, namespace["CellAttention"](), runs_dir, tmp_path / "iso")
+    [item] = result["user_code_in_repro"]
+    assert item["in_repro"] is False and item["name"] == "notebook_cell.CellAttention"
+    assert "default processor" in item["why"] and "source cannot be read" in item["why"]
+    source = Path(result["repro"]).read_text()
+    assert "# NOTE: the recorded run had the user's processor notebook_cell.CellAttention" in source
+    assert "--default-processor" not in source
+    proc = _repro(result["repro"])  # runs diffusers' default, as the note says: does not reproduce
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]

@@ -25,6 +25,7 @@ from ghostviewer.engine.isolation.injected import apply_faults, injected_faults
 from ghostviewer.engine.isolation.outputs import output_stats, stream_adapter
 from ghostviewer.engine.isolation.rebuild import BuildSpec, build, choose_build
 from ghostviewer.engine.isolation.repro_text import readme, repro_script
+from ghostviewer.engine.isolation.user_source import hooks_report, processor_code
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
 from ghostviewer.engine.module_io import main_tensor
@@ -146,13 +147,16 @@ def isolate_module(
     if spec.kind != "none":
         processors = diffusers_processors(processors, build(spec))
     stats = output_stats(captured.output)
+    user = processor_code(target)  # the user's processors as repro.py code, or why not
+    in_repro = [*user.report, *hooks_report(target)]
     meta = {
         "module": module, "class": spec.class_path, "step": config.step, "call": call, "dtype": dtype,
         "build": spec.to_json(), "processors": processors, "faults": faults, "fault_notes": notes,
         "run_dir": str(Path(run_dir).resolve()), "run_id": record.run_id, "prompt": settings.prompt,
         "seed": settings.seed, "output": stats, "rebuildable": spec.kind != "none",
         "unsupported": encoded.spec["unsupported"], "inputs": describe(encoded.spec, encoded.tensors),
-        "user_code": list(carried),
+        "user_code": list(carried), "user_code_in_repro": in_repro,
+        "user_processor_code": {"source": user.source, "on": user.on, "states": user.states},
     }
     write_folder(out, meta, encoded, captured.state)
     repro = out / "repro.py"
@@ -165,5 +169,5 @@ def isolate_module(
         "inputs": meta["inputs"], "output": stats, "rebuildable": spec.kind != "none", "rebuilt_by": spec.kind,
         "reason": spec.reason or None, "repro": str(repro) if spec.kind != "none" else None,
         "faults": [f["name"] for f in faults], "notes": notes, "unsupported": encoded.spec["unsupported"],
-        "carried": list(carried),
+        "carried": list(carried), "user_code_in_repro": in_repro,
     }

@@ -2,7 +2,8 @@
 
 repro.py rebuilds the module from its diffusers class (config, recovered constructor arguments, or its parent
 component's config), loads the saved weights and inputs, runs it once and prints the output's statistics;
-it exits 1 when the output holds NaN or Inf. A ghost-lab fault of the run is written in as a marked section.
+it exits 1 when the output holds NaN or Inf or collapses (every value equal). A ghost-lab fault of the run and
+the user's own attention processors (their source, see user_source.py) are written in as marked sections.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ Recorded by GhostViewer from run @@RUN@@ (prompt @@PROMPT@@, seed @@SEED@@), @@W
 Needs only torch, diffusers and safetensors; the files next to this script hold the inputs (inputs.json,
 inputs.safetensors) and the weights (weights.safetensors).
 
-    python repro.py [--device cpu|cuda]@@FAULT_FLAG_USAGE@@
+    python repro.py [--device cpu|cuda]@@FAULT_FLAG_USAGE@@@@USER_FLAG_USAGE@@
 
-Prints the output's statistics; exit status 1 when the output holds NaN or Inf, else 0.
+Prints the output's statistics; exit status 1 when the output holds NaN or Inf or collapses (every value
+equal), else 0.
 """
+
+from __future__ import annotations
 
 import argparse
 import importlib
@@ -82,12 +86,12 @@ def output_tensors(output):
         if found:
             return found
     raise TypeError(f"no tensor in the output ({type(output).__name__})")
-@@FAULT@@
+@@FAULT@@@@USER@@
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-@@FAULT_FLAG@@    options = parser.parse_args()
+@@FAULT_FLAG@@@@USER_FLAG@@    options = parser.parse_args()
     module = build_module()
     first = next(module.parameters(), None)
     if first is not None and first.dtype != DTYPE:
@@ -95,7 +99,7 @@ def main():
     module.load_state_dict(load_file(str(HERE / "weights.safetensors")), strict=True)
     for name, cls in PROCESSORS.items():
         module.get_submodule(name).set_processor(load_class(cls)())
-    module = module.to(options.device).eval()
+@@USER_CALL@@    module = module.to(options.device).eval()
 @@FAULT_CALL@@    spec = json.loads((HERE / "inputs.json").read_text())
     tensors = load_file(str(HERE / "inputs.safetensors"), device=options.device)
     args = [decode(v, tensors) for v in spec["args"]]
@@ -112,7 +116,10 @@ def main():
             print(f"  min {finite.min().item():.6g}  max {finite.max().item():.6g}  "
                   f"mean {finite.mean().item():.6g}  std {finite.std().item() if finite.numel() > 1 else 0.0:.6g}")
         print(f"  NaN {nan}  Inf {inf}  of {out.numel()} values")
-        broken = broken or bool(nan or inf)
+        collapsed = out.numel() > 1 and finite.numel() == out.numel() and finite.std().item() == 0.0
+        if collapsed:
+            print(f"  collapsed: every value is {finite[0].item() + 0.0:.6g}")  # + 0.0: never "-0"
+        broken = broken or bool(nan or inf) or collapsed
     return 1 if broken else 0
 
 if __name__ == "__main__":
@@ -129,6 +136,54 @@ _FAULT_HEADER = '''
 # without it.
 # =================================================================================================
 '''
+
+_USER_HEADER = '''
+
+# =================================================================================================
+# The user's own attention processor(s): @@NAMES@@
+# NOT diffusers code. The recorded run had these processors on the module (set with set_attn_processor or
+# set_processor); their source is copied here from the user's code so that this repro runs the module as it
+# ran. Run with --default-processor to see the module with diffusers' default processor instead.
+# =================================================================================================
+'''
+
+_USER_SETTER = '''
+
+USER_PROCESSORS = @@ON@@  # submodule ("" = the module) -> (class above, instance)
+USER_PROCESSOR_STATES = @@STATES@@  # each instance's attributes as the run had them
+
+
+def set_user_processors(module):
+    made = {}
+    for name, (cls, index) in USER_PROCESSORS.items():
+        if index not in made:
+            made[index] = globals()[cls].__new__(globals()[cls])
+            made[index].__dict__.update(USER_PROCESSOR_STATES[index])
+        module.get_submodule(name).set_processor(made[index])
+'''
+
+_USER_NOTE = '''
+
+# NOTE: the recorded run had the user's processor @@CLASS@@ on @@ON@@; it is @@WHY@@.
+# This repro may therefore not reproduce what the run did there.
+'''
+
+
+def _user_parts(meta: dict[str, Any]) -> tuple[str, bool]:
+    """(the user's processor section, whether repro.py sets processors from it)."""
+    code = meta.get("user_processor_code") or {}
+    text = ""
+    for item in meta.get("user_code_in_repro") or []:
+        if item.get("kind") == "processor" and not item["in_repro"]:
+            text += (_USER_NOTE.replace("@@CLASS@@", item["name"]).replace("@@ON@@", ", ".join(item["on"]))
+                     .replace("@@WHY@@", str(item["why"])))
+    if not code.get("source"):
+        return text, False
+    names = ", ".join(i["name"] for i in meta["user_code_in_repro"] if i.get("kind") == "processor" and i["in_repro"])
+    on = {name: tuple(v) for name, v in code["on"].items()}
+    setter = (_USER_SETTER.replace("@@ON@@", pprint.pformat(on, width=110, sort_dicts=False))
+              .replace("@@STATES@@", pprint.pformat(code["states"], width=110, sort_dicts=False)))
+    return text + _USER_HEADER.replace("@@NAMES@@", names) + code["source"] + setter, True
 
 
 def _import(class_path: str) -> tuple[str, str]:
@@ -164,6 +219,10 @@ def repro_script(meta: dict[str, Any], processors: dict[str, str]) -> str:
     )
     flag = '    parser.add_argument("--without-fault", action="store_true", help="skip the injected fault")\n'
     call = "    if not options.without_fault:\n        inject_fault(module)\n"
+    user_code, sets_user = _user_parts(meta)
+    user_flag = ('    parser.add_argument("--default-processor", action="store_true",\n'
+                 '                        help="diffusers\' default processor instead of the run\'s own")\n')
+    user_call = "    if not options.default_processor:\n        set_user_processors(module)\n"
     replacements = {
         "@@MODULE@@": meta["module"],
         "@@CLASS_NAME@@": spec.class_path.rpartition(".")[2],
@@ -182,6 +241,10 @@ def repro_script(meta: dict[str, Any], processors: dict[str, str]) -> str:
         "@@FAULT@@": fault_code,
         "@@FAULT_FLAG@@": flag if faults else "",
         "@@FAULT_CALL@@": call if faults else "",
+        "@@USER_FLAG_USAGE@@": " [--default-processor]" if sets_user else "",
+        "@@USER@@": user_code,
+        "@@USER_FLAG@@": user_flag if sets_user else "",
+        "@@USER_CALL@@": user_call if sets_user else "",
     }
     text = _TEMPLATE
     for key, value in replacements.items():
@@ -214,7 +277,16 @@ def readme(meta: dict[str, Any]) -> str:
         how = {"config": "from its diffusers config", "kwargs": "from constructor arguments recovered from it",
                "parent": "through its component, rebuilt from that component's config"}[spec.kind]
         lines += [f"`python repro.py` rebuilds it {how}, loads weights and inputs, runs it and prints the output's",
-                  "statistics; it exits 1 when the output holds NaN or Inf.", ""]
+                  "statistics; it exits 1 when the output holds NaN or Inf or collapses (every value equal).", ""]
+    for item in meta.get("user_code_in_repro") or []:
+        where = ", ".join(item["on"])
+        if item["in_repro"]:
+            lines += [f"**The user's own {item['kind']}.** The run had `{item['name']}` on {where}; repro.py carries",
+                      "its source in a section marked \"The user's own attention processor(s)\"; "
+                      "`python repro.py --default-processor` runs diffusers' default instead.", ""]
+        else:
+            lines += [f"**The user's own {item['kind']} is not in repro.py.** The run had `{item['name']}` on "
+                      f"{where}; {item['why']}.", ""]
     for fault in meta.get("faults") or []:
         lines += [
             f"**Injected fault.** The run had the GhostViewer ghost-lab fault `{fault['name']}`, a hook GhostViewer",
