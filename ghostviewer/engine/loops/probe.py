@@ -109,7 +109,12 @@ def _evidence(a: dict[str, Any], b: dict[str, Any], **extra: Any) -> dict[str, A
 
 def _finding(name: str, ok: bool, evidence: dict[str, Any], skipped: str | None = None) -> dict[str, Any]:
     probe = BY_NAME[name]
-    found = {"probe": name, "ok": ok, "finding": None if ok else probe.finding, "evidence": evidence,
+    failed = [r for r, label in zip(evidence.get("runs", []), evidence.get("verdicts", []), strict=False)
+              if label == "failed"]
+    finding = None if ok else probe.finding
+    if failed:  # a run that crashed answers nothing: said as such, not as the probe's finding
+        ok, finding = False, f"could not tell: a run failed ({Path(failed[0]).name}; see its log)"
+    found = {"probe": name, "ok": ok, "finding": finding, "evidence": evidence,
              "bug_class": probe.bug_class, "compared": probe.question}
     if skipped:
         found["skipped"] = skipped
