@@ -30,6 +30,17 @@ from ghostviewer.gui.models.stat_selection import NO_POINTS, PLOT_STATS, StatSel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 
 LIVE_REDRAW_MS = 100  # at most ~10 redraws a second while the engine writes the run
+LEGEND_CHARS = 18
+# Ten colours apart from each other on the dark background (Tableau 10, brightened), then hues beyond them.
+PALETTE = ("#5fa2e8", "#ffa64d", "#5fd35f", "#ff6b6b", "#c39bff", "#d6a37c", "#ff8fd6", "#cfcfcf", "#e0e060",
+           "#4fe0f0")
+
+
+def curve_colour(index: int) -> str:
+    """A colour per curve, none shared by two curves in the plot (beyond ten: evenly spaced hues, darker)."""
+    if index < len(PALETTE):
+        return PALETTE[index]
+    return pg.intColor(index - len(PALETTE), hues=9, values=1, maxValue=200).name()
 
 
 def no_finite_values(series: Sequence[object]) -> bool:
@@ -58,6 +69,33 @@ class ClippedAxis(pg.AxisItem):
         super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
 
 
+def legend_labels(modules: Sequence[str], room: int = LEGEND_CHARS) -> dict[str, str]:
+    """Short legend names: the component all curves share dropped ("down_blocks.0" for unet.down_blocks.0), and a
+    name still longer than `room` cut in the middle — the legend stays narrow beside the curves."""
+    heads = {m.split(".", 1)[0] for m in modules}
+    shared = len(heads) == 1 and all("." in m for m in modules)
+    labels = {}
+    for module in modules:
+        name = module.split(".", 1)[1] if shared else module
+        labels[module] = name if len(name) <= room else name[: room // 2 - 1] + "…" + name[-(room - room // 2):]
+    return labels
+
+
+class StepAxis(ClippedAxis):
+    """The step axis: ticks on whole steps only (never 0.5, 1.5 on a 4-step run)."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: ANN001, ANN201, N802, N803 - pyqtgraph's
+        levels = []
+        for spacing, values in super().tickValues(minVal, maxVal, size):
+            if spacing < 1:
+                spacing = 1.0
+                values = [float(v) for v in range(int(np.ceil(minVal)), int(np.floor(maxVal)) + 1)]
+            values = [v for v in values if float(v).is_integer()]
+            if values and all(values != kept for _s, kept in levels):
+                levels.append((spacing, values))
+        return levels
+
+
 class StatPlot(QSplitter):
     def __init__(self, timeline: TimelineModel, selection: StatSelection, parent: QWidget | None = None, *,
                  series: StatSeries | None = None) -> None:
@@ -74,10 +112,16 @@ class StatPlot(QSplitter):
         for widget in (self.stat, self.filter, self.modules):
             column.addWidget(widget)
         self.plot = pg.PlotWidget(background="#202124",
-                                  axisItems={"left": ClippedAxis("left"), "bottom": ClippedAxis("bottom")})
+                                  axisItems={"left": ClippedAxis("left"), "bottom": StepAxis("bottom")})
         self.plot.setLabel("bottom", "step")
         self.plot.showGrid(x=True, y=True, alpha=0.25)
-        self.legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=pg.mkBrush(32, 33, 36, 210))
+        # The legend in rows of its own above the curves (in the title's empty cell), never over them.
+        item = self.plot.getPlotItem()
+        self.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-8, horSpacing=2)
+        self.legend.layout.setContentsMargins(2, 0, 2, 0)
+        item.layout.addItem(self.legend, 0, 1)
+        item.legend = self.legend  # plot(name=...) adds its curve here
+        item.getViewBox().sigResized.connect(lambda _box: self._flow_legend())
         self.line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen("#ffca28", width=2))
         self.plot.addItem(self.line)
         # Said in words when every shown value is NaN/Inf: an empty plot must not look like "nothing recorded".
@@ -228,6 +272,21 @@ class StatPlot(QSplitter):
             return [m for m in self._curves if m in self.selection.modules]
         return self.series.modules
 
+    def _flow_legend(self) -> None:
+        """As many legend entries a row as the plot's width holds."""
+        items = self.legend.items
+        if not items:
+            return
+        widest = max(sample.boundingRect().width() + label.item.boundingRect().width() for sample, label in items) + 8
+        room = self.plot.getPlotItem().getViewBox().width() or self.plot.width()
+        columns = max(1, min(len(items), int(room // max(widest, 1))))
+        if columns != self.legend.columnCount:
+            self.legend.setColumnCount(columns)
+
+    def _sample(self, curve: pg.PlotDataItem) -> pg.GraphicsObject:
+        """The legend's line sample of a curve (repainted when its colour changes)."""
+        return next(sample for sample, _label in self.legend.items if sample.item is curve)
+
     def _draw(self) -> None:
         self._last_draw = time.monotonic()
         self.draws += 1
@@ -240,9 +299,13 @@ class StatPlot(QSplitter):
             self._ylabel, self._all_dirty = stat, True
         for i, module in enumerate(wanted):
             curve = self._curves.get(module)
+            colour = curve_colour(i)
             if curve is None:
-                curve = self.plot.plot(name=module, pen=pg.mkPen(pg.intColor(i, hues=max(len(wanted), 6)), width=2))
+                curve = self.plot.plot(name=module, pen=pg.mkPen(colour, width=2))
                 self._curves[module] = curve
+            elif curve.opts["pen"].color().name() != colour:  # another curve went: colours stay one a curve
+                curve.setPen(pg.mkPen(colour, width=2))
+                self._sample(curve).update()
             elif not (self._all_dirty or module in self._dirty):
                 continue  # no new points
             x, y = self.series.series(module, stat)
@@ -251,6 +314,12 @@ class StatPlot(QSplitter):
             pen = curve.opts["pen"]
             curve.setData(x, y, symbol="o" if alone else None, symbolSize=6, symbolPen=pen,
                           symbolBrush=pen.color() if alone else None)
+        labels = legend_labels(wanted)
+        for sample, label in self.legend.items:
+            name = sample.item.name()
+            if name in labels and label.text != labels[name]:
+                label.setText(labels[name])
+        self._flow_legend()
         self._all_dirty = False
         self._dirty.clear()
         self._say_when_nothing_is_finite(wanted, stat)
