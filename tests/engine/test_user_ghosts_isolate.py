@@ -1,6 +1,7 @@
 """Isolation carries the user's own code: a block with the user's attention processor (set with
 set_attn_processor) is rebuilt with that processor, not diffusers' default, so it behaves as it ran; repro.py
-carries the processor's source (or names it and says it runs the default), so it reproduces as the run did."""
+carries the processor's source (or names it and says it runs the default), so it reproduces as the run did; a block
+that cannot be rebuilt (the user's own wrapper) is fuzzed as the live module in memory."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from diffusers.models.attention_processor import AttnProcessor2_0
+from torch import nn
 
 from ghostviewer import api
 from ghostviewer.engine.isolation.isolate import isolate_module
@@ -105,3 +107,51 @@ def test_repro_names_a_processor_whose_source_cannot_be_read(demo_loaded, runs_d
     assert "--default-processor" not in source
     proc = _repro(result["repro"])  # runs diffusers' default, as the note says: does not reproduce
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+
+
+RESNET = "unet.mid_block.resnets.0"
+
+
+class GuardedResnet(nn.Module):
+    """A user's own wrapper around a block (no diffusers config: it cannot be rebuilt), with a bug past a
+    threshold: it rescales the block's output by the input's peak, which goes inf once that peak reaches 1000."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_tensor, temb, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = self.inner(input_tensor, temb, *args, **kwargs)
+        return out * (1000.0 / (1000.0 - input_tensor.abs().amax()).clamp(min=0.0))
+
+
+def test_fuzz_runs_on_the_live_module_when_it_cannot_be_rebuilt(demo_loaded, runs_dir: Path, tmp_path: Path) -> None:
+    pipe = demo_loaded.pipe
+    inner = pipe.unet.mid_block.resnets[0]
+    pipe.unet.mid_block.resnets[0] = GuardedResnet(inner)
+    try:
+        run = api.run(pipe, "a red circle", steps=2, runs_dir=runs_dir)
+        result = api.isolate(run["run_dir"], module=RESNET, step=0, out=tmp_path / "iso", pipeline=pipe, fuzz=True)
+    finally:
+        pipe.unet.mid_block.resnets[0] = inner
+    assert result["rebuildable"] is False and result["repro"] is None
+    table = result["fuzz"]
+    assert table is not None and table["on"].startswith("the live module in memory")
+    assert table["total"] > 0 and table["module"] == RESNET
+    assert table["broken_values"] == {"scale": ["x1000"]}  # the user's threshold, and nothing else
+    assert pipe.unet.mid_block.resnets[0] is inner and not inner._forward_hooks  # left as it was
+
+
+def test_fuzz_of_a_rebuilt_block_keeps_the_users_processor(demo_loaded, runs_dir: Path, tmp_path: Path) -> None:
+    pipe = demo_loaded.pipe
+    before = dict(pipe.unet.attn_processors)
+    pipe.unet.set_attn_processor(ZeroAttention())
+    try:
+        run = api.run(pipe, "a red circle", steps=2, runs_dir=runs_dir)
+        result = api.isolate(run["run_dir"], module=ATTN, step=0, out=tmp_path / "iso", pipeline=pipe, fuzz=True)
+    finally:
+        pipe.unet.set_attn_processor(before)
+    table = result["fuzz"]
+    assert result["rebuildable"] is True and table["on"].startswith("the rebuilt module in memory")
+    real = next(row for row in table["cases"] if row["vary"] == "real")
+    assert real["broken"] and real["why"] == "collapse"  # as it ran; the folder's default processor is healthy

@@ -161,15 +161,18 @@ def run_case(module: nn.Module, module_path: str, faults: list[dict[str, Any]], 
 
 
 def fuzz_module(source: str | Path | tuple[nn.Module, Mapping[str, Any]], *,
-                faults: list[dict[str, Any]] | None = None, module_path: str = "") -> dict[str, Any]:
-    """Fuzz an isolated folder, or (module, keyword inputs) already in memory; the table of cases."""
+                faults: list[dict[str, Any]] | None = None, module_path: str = "",
+                args: tuple[Any, ...] = ()) -> dict[str, Any]:
+    """Fuzz an isolated folder, or (module, keyword inputs) already in memory (`args`: positional inputs that
+    have no name); the table of cases. A module in memory runs as it is: a live pipeline's module keeps the
+    user's processors and hooks, and is only ever copied (never changed) for the dtype cases."""
     if isinstance(source, (str, Path)):
         case = read_folder(source)
         module, args, kwargs = rebuild_case(case), case.args, case.kwargs
         faults, module_path = case.faults, case.module_path
     else:
         module, inputs = source
-        args, kwargs = (), dict(inputs)
+        kwargs = dict(inputs)
     module.eval()
     rows = [run_case(module, module_path, faults or [], c) for c in cases_for(tuple(args), dict(kwargs))]
     ran = [row for row in rows if "skipped" not in row]

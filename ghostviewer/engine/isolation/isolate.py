@@ -21,6 +21,7 @@ from ghostviewer.engine.interventions.input_capture import CapturedCall, InputCa
 from ghostviewer.engine.isolation.arguments import decode_call, describe, encode_call, name_arguments
 from ghostviewer.engine.isolation.carry import carry_user_code
 from ghostviewer.engine.isolation.folder import diffusers_processors, materialize, write_folder
+from ghostviewer.engine.isolation.fuzz import fuzz_module
 from ghostviewer.engine.isolation.injected import apply_faults, injected_faults
 from ghostviewer.engine.isolation.outputs import output_stats, stream_adapter
 from ghostviewer.engine.isolation.rebuild import BuildSpec, build, choose_build
@@ -105,7 +106,7 @@ def same_output(got: torch.Tensor | None, expected: torch.Tensor | None) -> str 
 
 def isolate_module(
     run_dir: str | Path, module: str, step: int | None = None, out_dir: str | Path | None = None, *,
-    pipeline: Any = None, call: int = 0, allow_pickle: bool = False,
+    pipeline: Any = None, call: int = 0, allow_pickle: bool = False, fuzz: bool = False,
 ) -> dict[str, Any]:
     if out_dir is None:
         raise GhostError("isolate needs an output folder (-o DIR)")
@@ -164,10 +165,23 @@ def isolate_module(
     if spec.kind != "none":
         repro.write_text(repro_script(meta, processors), encoding="utf-8")
     (out / "README.md").write_text(readme(meta), encoding="utf-8")
+    table = None
+    if fuzz:
+        if spec.kind == "none":  # cannot be rebuilt: the module that ran, in the pipeline at hand
+            live, on = target, "the live module in memory (it cannot be rebuilt)"
+        elif carried:  # the folder would lose the user's code: the rebuilt copy with it, in memory
+            live = materialize(build(spec), dtype, captured.state, processors).to(device)
+            carry_user_code(target, live)
+            on = "the rebuilt module in memory, with the user's code carried"
+        else:
+            live, on = None, "the rebuilt module from the folder"
+        table = fuzz_module(out) if live is None else fuzz_module(
+            (live, run_kwargs), args=tuple(run_args), faults=faults, module_path=module)
+        table["on"] = on
     return {
         "module": module, "class": spec.class_path, "step": config.step, "call": call, "out_dir": str(out),
         "inputs": meta["inputs"], "output": stats, "rebuildable": spec.kind != "none", "rebuilt_by": spec.kind,
         "reason": spec.reason or None, "repro": str(repro) if spec.kind != "none" else None,
         "faults": [f["name"] for f in faults], "notes": notes, "unsupported": encoded.spec["unsupported"],
-        "carried": list(carried), "user_code_in_repro": in_repro,
+        "carried": list(carried), "user_code_in_repro": in_repro, **({"fuzz": table} if fuzz else {}),
     }
