@@ -13,6 +13,7 @@ import torch
 from PIL import Image
 
 from ghostviewer.engine.families import adapter_for
+from ghostviewer.engine.loading.schedulers import SCHEDULERS
 from ghostviewer.spec import RunSpec
 
 try:  # diffusers' callback objects carry their own tensor inputs
@@ -21,6 +22,9 @@ try:  # diffusers' callback objects carry their own tensor inputs
     CALLBACK_OBJECTS: tuple[type, ...] = (PipelineCallback, MultiPipelineCallbacks)
 except ImportError:  # an older diffusers
     CALLBACK_OBJECTS = ()
+
+
+SCHEDULER_NAMES = {cls: name for name, cls in SCHEDULERS.items()}  # the call's scheduler by GhostViewer's name
 
 
 def signature_defaults(function: Callable[..., Any]) -> dict[str, Any]:
@@ -88,6 +92,7 @@ def spec_from_call(pipe: Any, arguments: dict[str, Any], defaults: dict[str, Any
     width = given("width") or (size[1] if size else native)
     strength = given("strength") if kind != "text2img" else None
     steps, guidance = given("num_inference_steps"), given("guidance_scale")
+    scheduler = SCHEDULER_NAMES.get(type(getattr(pipe, "scheduler", None)).__name__)
     return RunSpec(
         prompt=prompts_of(arguments)[0],
         negative_prompt=negative if isinstance(negative, str) else "",
@@ -96,6 +101,7 @@ def spec_from_call(pipe: Any, arguments: dict[str, Any], defaults: dict[str, Any
         guidance=float(guidance) if isinstance(guidance, (int, float)) else None,
         width=int(width),
         height=int(height),
+        scheduler=scheduler,
         trace_depth=depth,
         source=source,
         device=device,

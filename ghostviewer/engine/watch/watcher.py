@@ -32,6 +32,7 @@ import torch
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.memory_identity import folder_of
 from ghostviewer.engine.loops.recorded import wrap_pipeline
+from ghostviewer.engine.run.applied_settings import component_configs
 from ghostviewer.engine.run.recorder import PipelineCall, RecordOptions, RunFailed, record_call
 from ghostviewer.engine.run.runner import _record_prompt
 from ghostviewer.engine.watch.call_io import (
@@ -286,7 +287,8 @@ class Watcher:
             save_inputs=save_inputs,
             late_events=lambda: list(flight.overlaps),
             environment={"watched": {"program": self._study_params_program(), "call": flight.index,
-                                     "thread": flight.thread.name, "traced": owner}},
+                                     "thread": flight.thread.name, "probed": owner},
+                         "component_configs": component_configs(pipe)},  # as GhostViewer's own runs record them
             no_image_verdict=_latent_verdict,
         )
         return call, settings, loaded
