@@ -48,10 +48,14 @@ def run(
     config: str | Path | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     memory_check: bool = True,
+    reference: Any = None,
+    baseline: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image).
     `guidance=None`: the pipeline family's usual guidance (7.5 for SD and the demo; recorded as used).
-    `memory_check=False` runs a size the memory estimate refuses (engine/run/settings.py)."""
+    `memory_check=False` runs a size the memory estimate refuses (engine/run/settings.py).
+    `reference`: a known-good pipeline (any source) run on the same call; `baseline`: a baseline file to judge
+    against (else the exact one, or the nearest of the same architecture) — see `run_spec`."""
     spec = RunSpec(
         prompt=prompt, negative_prompt=negative, seed=seed, steps=steps, guidance=guidance, width=width,
         height=height, scheduler=scheduler, device=device, dtype=dtype, bypass=names(bypass), capture=names(capture),
@@ -59,7 +63,7 @@ def run(
         extra={} if memory_check else {"memory_check": False},
     )
     return run_spec(source, spec, runs_dir=runs_dir, allow_pickle=allow_pickle, config=config,
-                    on_progress=on_progress)
+                    on_progress=on_progress, reference=reference, baseline=baseline)
 
 
 def run_spec(
@@ -70,9 +74,15 @@ def run_spec(
     allow_pickle: bool = False,
     config: str | Path | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
+    reference: Any = None,
+    baseline: str | Path | None = None,
 ) -> dict[str, Any]:
     """`run` from a RunSpec (or its dict: unknown keys refused) — what the CLI and the window build; the same
-    CONTRACT `run` dict. The spec's `source` and `device` become those of the pipeline actually loaded."""
+    CONTRACT `run` dict. The spec's `source` and `device` become those of the pipeline actually loaded.
+    The dict's `baseline` says what the silent checks compared against ({"file", "match": "exact|architecture|
+    given", "differences", …}, None: nothing). `baseline`: a baseline file to use instead of the one found.
+    `reference`: a known-good pipeline (source or object) that runs the same call; the dict's `reference` is
+    {"run_dir", "first_departure": {"phase", "step", "module", "stat", "ratio", …} | None, "summary", …}."""
     from dataclasses import replace
 
     from ghostviewer.engine.run.applied_settings import refuse_unapplied
@@ -85,7 +95,15 @@ def run_spec(
     if config and loaded.source_kind == "single_file":
         extra["config"] = str(Path(config).resolve())
     spec = replace(spec, device=loaded.device, source=loaded.source, extra=extra)
-    return execute_run(loaded, spec, Path(runs_dir) if runs_dir else default_runs_dir(), on_progress=on_progress)
+    folder = Path(runs_dir) if runs_dir else default_runs_dir()
+    good = None if reference is None else _loaded(reference, spec.device, spec.dtype, allow_pickle, None)
+    result = execute_run(loaded, spec, folder, on_progress=on_progress,
+                         baseline="auto" if baseline is None else Path(baseline))
+    if good is not None and result.get("run_dir"):
+        from ghostviewer.engine.run.reference_run import compare_with_reference
+
+        result["reference"] = compare_with_reference(result, good, folder)
+    return result
 
 
 def replay(

@@ -55,6 +55,14 @@ COLOUR_MARGIN = 3.0  # image colour statistics: healthy held-out worst 0.06
 _Key = tuple[str, int | None, str]
 
 
+def same_but_size(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Two output shapes alike but for the image size: (B, C, H, W) with the same B and C, or (B, N, D) — tokens
+    of an image — with the same B and D."""
+    if len(a) != len(b) or len(a) not in (3, 4):
+        return False
+    return a[0] == b[0] and (a[1] == b[1] if len(a) == 4 else a[2] == b[2])
+
+
 def step_bucket(step: int | None, steps: int, buckets: int) -> int | None:
     if step is None:
         return None
@@ -108,25 +116,59 @@ class Baseline:
     colour_margin: float = COLOUR_MARGIN
     meta: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    architecture: dict[str, Any] = field(default_factory=dict)  # what it was built on (not part of the key)
+    # How a run that differs from the baseline is judged (analysis/baseline_match.py; never saved with it):
+    run_steps: int | None = None  # the run's step count: its steps are bucketed on normalised denoising time
+    phases: frozenset[str] | None = None  # the phases judged ("image": the colour statistics); None: all
+    per_pixel: bool = False  # another image size: mean, std and channel means of outputs alike but for H, W
 
     def __post_init__(self) -> None:
         self.key = baseline_key(self.identity, self.settings)
-        self._steps = int(self.settings.get("steps") or 1)
+        self._steps = int(self.run_steps or self.settings.get("steps") or 1)
         self._limits = {k: (shape, *env.limits(self.margin), env) for k, (shape, env) in self.modules.items()}
+        if self.run_steps is not None and self.run_steps != self.settings.get("steps"):
+            self._limits = self._normalised_time_limits()
         self._channel_limits = {k: (*env.limits(self.channel_margin), env) for k, (env, _) in self.channels.items()}
+        if self.per_pixel:  # the largest value grows with the number of pixels: absmax is not judged
+            inf = math.inf
+            self._limits = {k: (shape, (lo[0], lo[1], -inf), (hi[0], hi[1], inf), env)
+                            for k, (shape, lo, hi, env) in self._limits.items()}
+
+    def _normalised_time_limits(self) -> dict[_Key, tuple[Any, ...]]:
+        """For a run of another step count: a step's limits span its bucket's neighbours too (its timestep lies
+        between theirs), and a module every healthy run computes alike at a given timestep (no spread at all: the
+        time embedding) is not judged — at another timestep its healthy value is another."""
+        limits: dict[_Key, tuple[Any, ...]] = {}
+        for (phase, bucket, module), (shape, lower, upper, env) in self._limits.items():
+            if bucket is None:
+                limits[(phase, bucket, module)] = (shape, lower, upper, env)
+                continue
+            if all(h - lo <= 1e-6 * max(abs(h), 1e-12) for lo, h in zip(env.lo, env.hi)):
+                continue
+            near = [self._limits.get((phase, b, module)) for b in (bucket - 1, bucket + 1)]
+            lows, highs = [lower], [upper]
+            for other in near:
+                if other is not None and other[0] == shape:
+                    lows.append(other[1])
+                    highs.append(other[2])
+            limits[(phase, bucket, module)] = (shape, tuple(map(min, zip(*lows))), tuple(map(max, zip(*highs))), env)
+        return limits
 
     def bucket(self, step: int | None) -> int | None:
         return step_bucket(step, self._steps, self.buckets)
+
+    def judges(self, phase: str) -> bool:
+        return self.phases is None or phase in self.phases
 
     def _entry(self, row: StatRow) -> tuple[Any, ...] | None:
         return self._entry_of(row.phase, row.step, row.module, row.call, row.shape)
 
     def _entry_of(self, phase: str, step: int | None, module: str, call: int,
                   shape: tuple[int, ...]) -> tuple[Any, ...] | None:
-        if call != 0:
+        if call != 0 or not self.judges(phase):
             return None
         entry = self._limits.get((phase, self.bucket(step), module))
-        if entry is None or entry[0] != shape:
+        if entry is None or (entry[0] != shape and not (self.per_pixel and same_but_size(entry[0], shape))):
             return None
         return entry
 
@@ -145,6 +187,9 @@ class Baseline:
             return None
         entry = self._limits.get((phase, step_bucket(step, self._steps, self.buckets), module))
         if entry is None or entry[0] != shape:
+            if entry is None or not self.per_pixel or not same_but_size(entry[0], shape):
+                return None
+        if self.phases is not None and phase not in self.phases:
             return None
         _, lower, upper, env = entry
         mean, std, top = values
@@ -155,6 +200,8 @@ class Baseline:
         return worst
 
     def channel_drift(self, phase: str, module: str, channel_means: Sequence[float]) -> tuple[float, str] | None:
+        if not self.judges(phase):
+            return None
         key = (phase, None, module)
         limits = self._channel_limits.get(key)
         if limits is None or len(limits[2].median) != len(channel_means):
@@ -177,7 +224,7 @@ class Baseline:
 
     def image_drift(self, image: np.ndarray, extra: Mapping[str, float] | None = None) -> tuple[float, str] | None:
         """(z, statistic) when the image's colour statistics leave the healthy range by the colour margin."""
-        if self.image is None:
+        if self.image is None or not self.judges("image"):
             return None
         names, env = self.image
         stats = {**colour_stats(image), **(extra or {})}

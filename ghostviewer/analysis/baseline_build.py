@@ -66,7 +66,10 @@ class BaselineBuilder:
         self.runs += 1
 
     def build(self, margin: float = DRIFT_MARGIN, channel_margin: float = CHANNEL_MARGIN,
-              colour_margin: float = COLOUR_MARGIN, meta: Mapping[str, Any] | None = None) -> Baseline:
+              colour_margin: float = COLOUR_MARGIN, meta: Mapping[str, Any] | None = None,
+              architecture: Mapping[str, Any] | None = None) -> Baseline:
+        """`architecture`: what the pipeline is beyond its weights (engine/run/baseline_lookup.architecture_of),
+        so that other models of the same architecture can be judged against it."""
         if self.runs < MIN_RUNS:
             raise BaselineError(f"a baseline needs at least {MIN_RUNS} healthy runs, got {self.runs}")
         per_bucket = max(1, int(self.settings.get("steps") or 1) // self.buckets)
@@ -94,7 +97,8 @@ class BaselineBuilder:
             values = np.asarray([[stats[n] for n in names] for stats in self._image], dtype=np.float64)
             image = (tuple(names), Envelope.of(values, COLOUR_FLOOR))
         return Baseline(self.identity, self.settings, self.buckets, modules, image, channels, margin,
-                        channel_margin, colour_margin, {"runs": self.runs, **dict(meta or {})})
+                        channel_margin, colour_margin, {"runs": self.runs, **dict(meta or {})},
+                        architecture=dict(architecture or {}))
 
 
 def worst_excess(baseline: Baseline, rows: Iterable[StatRow],

@@ -8,9 +8,12 @@
  "modules": {"denoise|3|unet.mid_block": {"shape": […], "median": [3], "scale": [3], "lo": [3], "hi": [3]}, …},
  "channels": {"decode|-|vae.decoder.mid_block": {"median": [C], "scale": [C], "lo": [C], "hi": [C],
               "subspace": {"center": [C], "basis": [C × k], "median": [1], "scale": [1], "lo": [1], "hi": [1]}}},
- "image": {"stats": ["mean_r", …], "median": […], …}}
+ "image": {"stats": ["mean_r", …], "median": […], …},
+ "architecture": {"class": …, "components": {"unet": {"class": …, "structure": "<16 hex>", "config": {…}}, …}}}
 ```
 The key must match the identity and settings it was built for (a file renamed or edited by hand is refused).
+`architecture` (optional, not part of the key) is what lets a run of another model of the same architecture use
+it (analysis/baseline_match.py); a file without one is used only by runs of its exact weights.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def baseline_to_json(baseline: Baseline) -> dict[str, Any]:
         "channels": {key_text(*k): {**env.to_json(), "subspace": None if sub is None else sub.to_json()}
                      for k, (env, sub) in baseline.channels.items()},
         "image": None if baseline.image is None else {"stats": list(baseline.image[0]), **baseline.image[1].to_json()},
+        **({"architecture": baseline.architecture} if baseline.architecture else {}),
     }
 
 
@@ -112,8 +116,11 @@ def baseline_from_json(data: Any, where: str = "baseline") -> Baseline:
             raise BaselineError(f"{where}: the image envelope has no statistic names")
         image = (tuple(names), Envelope.from_json(data["image"], len(names), "image"))
     margin, channel_margin, colour_margin = (float(m) for m in margins)
+    architecture = data.get("architecture") or {}
+    if not isinstance(architecture, Mapping) or not isinstance(architecture.get("components", {}), Mapping):
+        raise BaselineError(f"{where}: its architecture is not an object of components")
     baseline = Baseline(dict(identity), dict(settings), buckets, modules, image, channels, margin, channel_margin,
-                        colour_margin, dict(data.get("meta") or {}))
+                        colour_margin, dict(data.get("meta") or {}), architecture=dict(architecture))
     if data.get("key") != baseline.key:
         raise BaselineError(f"{where}: its key does not match its identity and settings (edited by hand?)")
     return baseline

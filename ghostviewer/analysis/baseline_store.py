@@ -26,7 +26,7 @@ SHIPPED_BASELINES = resources_dir() / BASELINES_FOLDER  # the demo's, built by s
 CHANNEL_MEANS_TENSORS = "channel_means"  # a run's tensors file of per-channel means, 'phase/module' -> (C,)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)
 def _load(path: str, _mtime_ns: int, _size: int) -> Baseline:
     return load_baseline(path)
 
@@ -45,6 +45,29 @@ def find_baseline_file(key: str, folders: Iterable[Path]) -> tuple[Baseline, Pat
             raise BaselineError(f"{path} holds the baseline {found.key}, not {key} (renamed?)")
         return found, path
     return None
+
+
+def all_baselines(folders: Iterable[Path]) -> tuple[list[Baseline], list[str]]:
+    """Every usable baseline file in `folders` (each read once per file version, a name found again in a later
+    folder skipped), and a one-line note for each file that is not a usable baseline."""
+    found: list[Baseline] = []
+    notes: list[str] = []
+    seen: set[str] = set()
+    for folder in folders:
+        try:
+            paths = sorted(Path(folder).glob("*.json"))
+        except OSError:
+            continue
+        for path in paths:
+            if path.name in seen:
+                continue
+            seen.add(path.name)
+            try:
+                stat = path.stat()
+                found.append(_load(str(path), stat.st_mtime_ns, stat.st_size))
+            except (OSError, BaselineError) as exc:
+                notes.append(str(exc))
+    return found, notes
 
 
 def runs_dir_folders(runs_dir: str | Path | None) -> list[Path]:

@@ -12,7 +12,8 @@ seeds not used to build the baseline) both colours were read right every time (0
 steps the demo itself misdraws: 45 runs (15 prompts × 3 seeds) read off-prompt 23 times at 2 steps, 3 at 4,
 1 at 6, 0 at 10 — so the check is made from MIN_STEPS steps on. A prompt that names a colour only for the
 shape, when the image's background happens to be that colour, is not judged (the shape cannot be told from
-the background).
+the background). The check applies to any pipeline whose tokenizer has the demo's vocabulary (engine/run/judge.py);
+`outside_judgement` says when a caption falls outside what it can judge.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ghostviewer.demo import colour_check, shapes
 
 _WORD = re.compile(r"[a-z]+")
 MIN_STEPS = 10  # below this many denoising steps the demo does not draw its colours reliably
+CAST_LEVELS = 24.0  # a named background this far (0-255 levels, one channel) from its palette colour: a cast
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,20 @@ def named_colours(prompt: str) -> NamedColours:
     return NamedColours(shape_colour, background)
 
 
+def outside_judgement(prompt: str) -> str | None:
+    """Why the colour check cannot judge this caption (None: it can, at least in part): it names no palette colour
+    of a shape or background, or (said alongside) it uses words the demo was never taught."""
+    words = _WORD.findall(prompt.lower())
+    known = set(shapes.vocabulary())
+    unknown = sorted({w for w in words if w not in known})
+    strange = f"words the demo was never taught: {', '.join(unknown[:6])}{' …' if len(unknown) > 6 else ''}"
+    if not named_colours(prompt).any:
+        if not words:
+            return "an empty caption names no colour to check"
+        return "the caption names no palette colour of a shape or background" + (f" ({strange})" if unknown else "")
+    return f"only the named colours are judged ({strange})" if unknown else None
+
+
 def prompt_check(image: np.ndarray, prompt: str) -> dict[str, object] | None:
     """None when the prompt names no colour; else {"ok", "score", "reason", "read": {...}, "named": {...}}.
 
@@ -71,10 +87,20 @@ def prompt_check(image: np.ndarray, prompt: str) -> dict[str, object] | None:
             found = reading.foreground or "nothing"
             misses.append(f"the shape reads {found}, the prompt asks for {named.shape}")
     count = int(named.shape is not None) + int(named.background is not None)
+    cast = None
+    if named.background is not None and reading.background == named.background:
+        channel = int(np.argmax(np.abs(reading.background_offset)))
+        level = reading.background_offset[channel]
+        if abs(level) > CAST_LEVELS:
+            cast = (f"the {named.background} background is {level:+.0f} levels off its colour in "
+                    f"{'RGB'[channel]} (a colour cast)")
     return {
+        "cast": cast,
+        "background_offset": [round(v, 1) for v in reading.background_offset],
         "ok": not misses,
         "score": len(misses) / count,
         "reason": "; ".join(misses),
         "read": {"shape": reading.foreground, "background": reading.background},
         "named": {"shape": named.shape, "background": named.background},
     }
+

@@ -5,8 +5,9 @@ result and, only when it says 'ok', adds two checks that need more than the imag
 
 - ``color_cast`` when the image's colour statistics leave the baseline's healthy range (Baseline.image_drift);
   score ``color_z``: the robust z of the statistic furthest out (0.0 inside the range);
-- ``off_prompt`` when the prompt names a colour the image does not show (analysis/prompt_check.py, the demo
-  pipeline only), or, for other pipelines, when a CLIP image–text score computed by the engine falls below the
+- ``off_prompt`` when the prompt names a colour the image does not show (analysis/prompt_check.py, pipelines
+  that speak the demo's vocabulary; ``prompt_check``: {"judged", "reason"?} says when a caption falls outside
+  what it can judge), or, for other pipelines, when a CLIP image–text score computed by the engine falls below the
   baseline's healthy range; score ``off_prompt``: the fraction of named colours missing.
 
 Labels by priority: the image verdict's own labels > color_cast > off_prompt > ok. Scores are added only for
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ghostviewer.analysis.baseline import Baseline
-from ghostviewer.analysis.prompt_check import prompt_check
+from ghostviewer.analysis.prompt_check import outside_judgement, prompt_check
 
 
 def verdict_in_context(
@@ -47,10 +48,15 @@ def verdict_in_context(
                 reasons.append(("color_cast", f"{stat} {z:+.1f} robust z-units off this pipeline's healthy range"))
     if demo:
         check = prompt_check(image, prompt)
+        outside = outside_judgement(prompt)
+        result["prompt_check"] = {"judged": check is not None, **({"reason": outside} if outside else {})}
         if check is not None:
             scores["off_prompt"] = float(check["score"])  # type: ignore[arg-type]
             if not check["ok"]:
                 reasons.append(("off_prompt", str(check["reason"])))
+            if check.get("cast"):
+                scores["background_offset"] = max(abs(v) for v in check["background_offset"])  # type: ignore[union-attr]
+                reasons.append(("color_cast", str(check["cast"])))
     if verdict.get("label") == "ok" and reasons:
         label = "color_cast" if any(kind == "color_cast" for kind, _ in reasons) else "off_prompt"
         result["label"] = label

@@ -35,6 +35,11 @@ def add_run_parsers(sub: Any) -> None:
     add_spec_options(run, RUN_FLAGS)
     run.add_argument("--runs-dir")
     run.add_argument("--no-memory-check", action="store_true", help="run a size the memory estimate refuses")
+    run.add_argument("--reference", metavar="SRC",
+                     help="a known-good pipeline: run the same call on it and name where this one leaves its range")
+    run.add_argument("--baseline", metavar="FILE",
+                     help="judge against this baseline file (default: the exact one, else the nearest of the same "
+                          "architecture)")
     run.add_argument("--json", action="store_true")
 
     demo = sub.add_parser("demo", help="generate a demo image, or list the ghost lab's fault presets")
@@ -51,9 +56,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = RunSpec(prompt=args.prompt, **spec_values(args, RUN_FLAGS),
                    extra={"memory_check": False} if args.no_memory_check else {})
     result = api.run_spec(args.pipeline, spec, runs_dir=args.runs_dir, allow_pickle=args.allow_pickle,
-                          config=args.config, on_progress=progress_printer(quiet=not sys.stderr.isatty()))
-    print_json(result) if args.json else print(describe_run(result))
-    return EXIT_PROBLEM if is_problem(result) else EXIT_OK
+                          config=args.config, on_progress=progress_printer(quiet=not sys.stderr.isatty()),
+                          reference=args.reference, baseline=args.baseline)
+    if args.json:
+        print_json(result)
+    else:
+        print(describe_run(result))
+        judged_by = result.get("baseline")
+        if judged_by is not None and judged_by.get("match") != "exact":
+            print(f"baseline: {judged_by['file']} ({judged_by['match']}): {'; '.join(judged_by['differences'])}")
+        if result.get("reference"):
+            print(f"reference: {result['reference']['summary']}")
+    departed = bool((result.get("reference") or {}).get("first_departure"))
+    return EXIT_PROBLEM if is_problem(result) or departed else EXIT_OK
 
 
 def cmd_blocks(args: argparse.Namespace) -> int:

@@ -1,7 +1,9 @@
 """A simple colour-segmentation check: does an image show the asked background and shape colour?
 
 Every pixel is labelled with its nearest palette colour. The background is the commonest label on the image's
-border; the shape colour is the commonest label among the other pixels.
+border; the shape colour is the commonest label among the other pixels. `background_offset`: how far, per RGB
+channel in 0-255 levels, the border pixels read as background sit from their palette colour on average — the demo
+draws flat palette colours, so a cast (a shifted decoder bias) shows there even when every label is still right.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class ColourReading:
     background: str
     foreground: str | None
     foreground_fraction: float
+    background_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 def label_pixels(image: np.ndarray) -> np.ndarray:
@@ -34,9 +37,12 @@ def read_colours(image: np.ndarray, min_foreground: float = 0.03) -> ColourReadi
     labels = label_pixels(image)
     border = np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])
     background = int(np.bincount(border, minlength=len(_NAMES)).argmax())
+    pixels = np.concatenate([image[0], image[-1], image[:, 0], image[:, -1]]).astype(np.float32)
+    offset = pixels[border == background].mean(axis=0) - _COLOURS[background]
+    offsets = (float(offset[0]), float(offset[1]), float(offset[2]))
     rest = labels[labels != background]
     fraction = rest.size / labels.size
     if fraction < min_foreground:
-        return ColourReading(_NAMES[background], None, fraction)
+        return ColourReading(_NAMES[background], None, fraction, offsets)
     foreground = int(np.bincount(rest, minlength=len(_NAMES)).argmax())
-    return ColourReading(_NAMES[background], _NAMES[foreground], fraction)
+    return ColourReading(_NAMES[background], _NAMES[foreground], fraction, offsets)

@@ -31,7 +31,8 @@ def test_named_colours(prompt: str, named: NamedColours) -> None:
 def test_an_image_that_shows_what_the_prompt_asks() -> None:
     check = prompt_check(_drawn("red", "blue"), "a red circle on a blue background")
     assert check == {"ok": True, "score": 0.0, "reason": "", "read": {"shape": "red", "background": "blue"},
-                     "named": {"shape": "red", "background": "blue"}}
+                     "named": {"shape": "red", "background": "blue"}, "cast": None,
+                     "background_offset": [0.0, 0.0, 0.0]}
     float_image = _drawn("red", "blue").astype(np.float64) / 255  # a pipeline's output_type="np"
     assert prompt_check(float_image, "a red circle on a blue background")["ok"] is True  # type: ignore[index]
 

@@ -18,7 +18,7 @@ from ghostviewer.analysis.baseline_store import BASELINES_FOLDER, recorded_chann
 from ghostviewer.analysis.envelope import BaselineError
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
-from ghostviewer.engine.run.baseline_lookup import identity_of, key_settings
+from ghostviewer.engine.run.baseline_lookup import architecture_of, identity_of, key_settings
 from ghostviewer.engine.run.runner import execute_run
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
 from ghostviewer.spec import RunSpec
@@ -109,7 +109,8 @@ def build_baseline(
         try:
             baseline = builder.build(meta={"built_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": loaded.source,
                                            "prompts": params["prompts"], "seeds": len(set(seeds)),
-                                           "study": study.path.name})
+                                           "study": study.path.name},
+                                     architecture=architecture_of(loaded.pipe))
         except BaselineError as exc:
             raise GhostError(str(exc)) from None
         path = save_baseline(baseline, runs_dir / BASELINES_FOLDER / f"{baseline.key}.json")

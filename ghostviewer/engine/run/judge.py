@@ -1,13 +1,17 @@
 """What a run is judged against besides its own image: its pipeline's baseline and its prompt.
 
-`RunJudge` is made once per run by the runner: it finds the baseline (or takes the one it is given), says which
-in the run's event log, hands the anomaly detector its drift checks and the per-channel-means hooks they need,
+`RunJudge` is made once per run by the runner: it finds the baseline — exact, else the nearest of the same
+architecture (baseline_lookup.py) — or takes the one it is given, says which and how it differs in the run's event
+log and JSON (`baseline`), hands the anomaly detector its drift checks and the per-channel-means hooks they need,
 and turns the image verdict into the verdict in context (analysis/verdict_context.py): the demo's colour check
-for the demo pipeline, a CLIP score for others when a CLIP model is on this machine.
+for any pipeline whose tokenizer speaks the demo's vocabulary (the demo, a fine-tune or edit of it), a CLIP
+score for others when a CLIP model is on this machine.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +20,14 @@ from torch import nn
 
 from ghostviewer.analysis.anomaly import AnomalyDetector
 from ghostviewer.analysis.baseline import Baseline
+from ghostviewer.analysis.baseline_match import BaselineChoice
 from ghostviewer.analysis.baseline_store import CHANNEL_MEANS_TENSORS
 from ghostviewer.analysis.prompt_check import MIN_STEPS
 from ghostviewer.analysis.verdict_context import verdict_in_context
 from ghostviewer.analysis.verdicts import image_verdict
 from ghostviewer.engine.loading.memory_identity import folder_of
 from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR, LoadedPipeline
-from ghostviewer.engine.run.baseline_lookup import lookup_baseline
+from ghostviewer.engine.run.baseline_lookup import choose_baseline, vocab_digest, vocabulary_hash
 from ghostviewer.engine.run.clip_score import clip_score, find_local_clip
 from ghostviewer.engine.tracing.channel_means import ChannelMeans
 from ghostviewer.spec import RunSpec
@@ -39,32 +44,60 @@ def is_demo(loaded: LoadedPipeline) -> bool:
     return loaded.source_kind == "folder" and Path(loaded.source).resolve() == DEMO_PIPELINE_DIR
 
 
+@functools.lru_cache(maxsize=1)
+def _demo_vocabulary() -> str | None:
+    try:
+        data = json.loads((DEMO_PIPELINE_DIR / "tokenizer" / "tokenizer.json").read_text(encoding="utf-8"))
+        return vocab_digest(data["model"]["vocab"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def speaks_demo(loaded: LoadedPipeline) -> bool:
+    """Whether the pipeline's tokenizer has the demo's vocabulary: the demo, or a fine-tune or edit of it, whose
+    images the demo's colour check can read."""
+    if is_demo(loaded):
+        return True
+    tokenizer = getattr(loaded.pipe, "tokenizer", None)
+    return tokenizer is not None and vocabulary_hash(tokenizer) is not None and \
+        vocabulary_hash(tokenizer) == _demo_vocabulary()
+
+
 class RunJudge:
-    """`baseline`: AUTO (look it up), None (no baseline: a baseline build's own runs) or a Baseline to use."""
+    """`baseline`: AUTO (look it up), None (no baseline: a baseline build's own runs), a Baseline to use, a
+    BaselineChoice (already chosen) or a Path to a baseline file the user chose."""
 
     def __init__(self, loaded: LoadedPipeline, settings: RunSpec, runs_dir: str | Path,
-                 modules: list[tuple[str, nn.Module]], muted: list[Any], baseline: Baseline | str | None = AUTO
-                 ) -> None:
-        self.demo = is_demo(loaded)
+                 modules: list[tuple[str, nn.Module]], muted: list[Any], baseline: Any = AUTO) -> None:
+        exact_demo = is_demo(loaded)
+        self.demo = speaks = speaks_demo(loaded)
         self.notes: list[tuple[str, str]] = []
         if self.demo and settings.steps < MIN_STEPS:
             self.demo = False
             self.notes.append(("info", f"prompt check skipped: the demo draws its colours reliably from {MIN_STEPS} "
                                        f"steps on, this run has {settings.steps}"))
         elif self.demo:
-            self.notes.append(("info", "prompt check: the demo's colour check (shape and background colour)"))
-        if isinstance(baseline, Baseline):
-            self.baseline: Baseline | None = baseline
+            whose = "" if exact_demo else " (its tokenizer speaks the demo's vocabulary; the weights are its own)"
+            self.notes.append(("info", f"prompt check: the demo's colour check (shape and background colour){whose}"))
+        self.choice: BaselineChoice | None = None
+        if isinstance(baseline, Path):
+            self.choice, note = choose_baseline(loaded, settings, runs_dir, given=baseline)
+            self.notes.append(("info", note))
+        elif isinstance(baseline, BaselineChoice):
+            self.choice = baseline
+            self.notes.append(("info", baseline.describe()))
+        elif isinstance(baseline, Baseline):
             self.notes.append(("info", f"using baseline {baseline.path or baseline.key} (given)"))
         elif baseline == AUTO:
-            self.baseline, note = lookup_baseline(loaded, settings, runs_dir)
+            self.choice, note = choose_baseline(loaded, settings, runs_dir)
             self.notes.append(("info", note))
         else:
-            self.baseline = None
             self.notes.append(("info", "no baseline: this run is not checked for drift (asked for)"))
+        self.baseline: Baseline | None = (self.choice.baseline if self.choice is not None else
+                                          baseline if isinstance(baseline, Baseline) else None)
         self.channels = ChannelMeans(modules, muted)
         self.clip: str | None = None
-        if not is_demo(loaded):
+        if not speaks:
             self.clip = find_local_clip()
             self.notes.append(("info", f"prompt check: CLIP model {self.clip}" if self.clip else
                                "prompt check skipped: no CLIP model on this machine (none is ever downloaded)"))
@@ -77,10 +110,26 @@ class RunJudge:
         """Interventions to apply with the run's others (the per-channel means of encode/decode outputs)."""
         return [self.channels]
 
+    @property
+    def described(self) -> dict[str, Any] | None:
+        """The run's `baseline` field: {"file", "key", "match": "exact|architecture", "differences", "judged", …};
+        None when no baseline judged it."""
+        if self.choice is not None:
+            return self.choice.to_json()
+        if self.baseline is not None:
+            return {"file": str(self.baseline.path) if self.baseline.path else None, "key": self.baseline.key,
+                    "match": "given", "differences": [], "given": True}
+        return None
+
     def log(self, writer: Any) -> None:
         for level, note in self.notes:
-            writer.event("prompt_check" if note.startswith("prompt check") else "baseline", note, level=level,
-                         baseline=None if self.baseline is None else self.baseline.key)
+            if note.startswith("prompt check"):
+                writer.event("prompt_check", note, level=level,
+                             baseline=None if self.baseline is None else self.baseline.key)
+            else:
+                writer.event("baseline", note, level=level,
+                             baseline=None if self.baseline is None else self.baseline.key,
+                             judged_by=self.described)
 
     def save(self, writer: Any) -> None:
         """The per-channel means into the record: a baseline built later can use this run."""

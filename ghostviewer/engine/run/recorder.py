@@ -410,6 +410,7 @@ def _record(
     elapsed = time.perf_counter() - started
     if options.discard is not None and writer.hold:
         summary = _summary(None, settings, verdict, detector.first, [], verdicts, elapsed)
+        summary["baseline"] = judge.described
         if len(images) > 1:
             summary["sample_anomalies"] = samples
         if options.discard(summary):
@@ -421,6 +422,7 @@ def _record(
     writer.release(emit)
     paths = [future.result() for future in saved]
     summary = _summary(writer.path, settings, verdict, detector.first, paths, verdicts, elapsed)
+    summary["baseline"] = judge.described  # what the silent checks compared against (None: nothing)
     if len(images) > 1:
         summary["sample_anomalies"] = samples
     emit({"event": "finished", **summary})

@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""False alarms on a *different healthy model of the same architecture* (goal: zero).
+
+The model: the demo fine-tuned 400 steps more on scenes drawn with another seed, without EMA
+(benchmarks/demo_variants.py: every U-Net and text-encoder weight differs; it still draws the demo's scenes). Its
+runs have no exact baseline, so they are judged against the demo's shipped baseline by architecture
+(analysis/baseline_match.py, the architecture margins); each run is also set side by side with the demo itself as
+the reference (`--reference demo`, analysis/reference.py). Counts runs flagged (verdict not 'ok' or a first
+anomaly) and runs whose first departure from the reference is named, and prints how close the healthy runs came to
+each limit (worst excess beyond the healthy extremes in scale units, against the margin; worst ratios and shifts
+against the reference limits). `--demo-steps` also runs the demo itself at other step counts against its 20-step
+baseline (normalised time).
+
+Usage: python benchmarks/false_alarms_architecture.py [--runs 50] [--variant DIR] [--demo-steps 10,30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from benchmarks.demo_variants import healthy_variant
+from benchmarks.false_alarms import healthy_prompts
+from ghostviewer.analysis import reference as ref_limits
+from ghostviewer.analysis.baseline_build import worst_excess
+from ghostviewer.analysis.baseline_store import recorded_channel_means
+from ghostviewer.engine.loading.pipelines import load_pipeline
+from ghostviewer.engine.run.baseline_lookup import find_baseline
+from ghostviewer.engine.run.reference_run import compare_with_reference
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
+
+DEFAULT_VARIANT = Path(tempfile.gettempdir()) / "ghostviewer-demo-variants" / "healthy"
+
+
+def _flag(result: dict[str, Any]) -> str | None:
+    label, anomaly = result["verdict"]["label"], result["first_anomaly"]
+    if anomaly is not None:
+        return f"{anomaly['kind']} at {anomaly['module']} (step {anomaly['step']}, {anomaly.get('stat')})"
+    return None if label == "ok" else f"{label}: {result['verdict'].get('reason', '')}"
+
+
+def judge_runs(loaded: Any, reference: Any, prompts: list[str], seeds: list[int], runs_dir: Path,
+               steps: int = 20) -> dict[str, Any]:
+    alarms, departures, matches = [], [], Counter()
+    headroom: dict[str, tuple[float, str]] = {}
+    ref_worst = {"std": 1.0, "absmax": 1.0, "mean": 0.0, "channel": 0.0}
+    for prompt, seed in zip(prompts, seeds, strict=True):
+        result = execute_run(loaded, RunSpec(prompt=prompt, seed=seed, steps=steps), runs_dir)
+        matches[(result.get("baseline") or {}).get("match")] += 1
+        if (why := _flag(result)) is not None:
+            alarms.append(f"{prompt!r} seed {seed}: {why}")
+        record = RunRecord(result["run_dir"])
+        channels = recorded_channel_means(record)
+        baseline = find_baseline(loaded, record.settings, runs_dir)
+        image = np.asarray(Image.open(result["image"]).convert("RGB"))
+        if baseline is not None:
+            for check, (value, where) in worst_excess(baseline, record.stats(), channels, image).items():
+                if value >= headroom.get(check, (-1.0, ""))[0]:
+                    headroom[check] = (value, where)
+        offset = result["verdict"]["scores"].get("background_offset")
+        if offset is not None:
+            headroom["background_offset"] = max(headroom.get("background_offset", (0.0, "")), (offset, prompt))
+        if reference is not None:
+            side = compare_with_reference(result, reference, runs_dir)
+            if side["first_departure"] is not None:
+                departures.append(f"{prompt!r} seed {seed}: {side['summary']}")
+            good = RunRecord(side["run_dir"])
+            worst = ref_limits.headroom(record.stats(), good.stats(), channels, recorded_channel_means(good))
+            ref_worst = {k: max(v, worst[k]) for k, v in ref_worst.items()}
+    return {"runs": len(prompts), "alarms": alarms, "departures": departures, "matches": dict(matches),
+            "headroom": headroom, "reference_worst": ref_worst}
+
+
+def _background_offsets(loaded: Any, prompts: list[str], seeds: list[int], runs_dir: Path) -> float:
+    from ghostviewer.analysis.prompt_check import named_colours
+    from ghostviewer.demo.colour_check import read_colours
+
+    worst = 0.0
+    for prompt, seed in zip(prompts, seeds, strict=True):
+        result = execute_run(loaded, RunSpec(prompt=prompt, seed=seed), runs_dir)
+        reading = read_colours(np.asarray(Image.open(result["image"]).convert("RGB")))
+        if named_colours(prompt).background == reading.background:
+            worst = max(worst, max(abs(v) for v in reading.background_offset))
+    return worst
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=50)
+    p.add_argument("--variant", type=Path, default=DEFAULT_VARIANT)
+    p.add_argument("--no-reference", action="store_true")
+    p.add_argument("--demo-steps", default="", help="also the demo at these step counts, e.g. 10,30")
+    args = p.parse_args()
+    folder = healthy_variant(args.variant)
+    prompts = healthy_prompts(args.runs, seed=2027)
+    seeds = [3000 + i for i in range(args.runs)]
+    with tempfile.TemporaryDirectory() as tmp:
+        runs_dir = Path(tmp)
+        variant = load_pipeline(str(folder), device="cpu")
+        demo = None if args.no_reference else load_pipeline("demo", device="cpu")
+        report = judge_runs(variant, demo, prompts, seeds, runs_dir)
+        print(f"healthy copy ({folder}): {report['runs']} runs, baseline match {report['matches']}")
+        print(f"  flagged against the demo's baseline (architecture match): {len(report['alarms'])}")
+        for line in report["alarms"]:
+            print(f"    {line}")
+        if demo is not None:
+            print(f"  departures named against the demo as reference: {len(report['departures'])}")
+            for line in report["departures"]:
+                print(f"    {line}")
+            print("  reference headroom (healthy worst vs limit): " + ", ".join(
+                f"{k} {v:.3g} vs {lim}" for (k, v), lim in zip(report["reference_worst"].items(),
+                (ref_limits.STD_RATIO, ref_limits.ABSMAX_RATIO, ref_limits.MEAN_SHIFT, ref_limits.CHANNEL_SHIFT))))
+        print("  baseline headroom (worst excess in scale units; margins module/channel 6, colour 3): " + ", ".join(
+            f"{k} {v:.2f} ({w})" for k, (v, w) in report["headroom"].items()))
+        demo_loaded = demo or load_pipeline("demo", device="cpu")
+        print(f"  background offset, demo itself (levels; cast limit 24): "
+              f"{_background_offsets(demo_loaded, prompts[:20], seeds[:20], runs_dir):.1f}")
+        for steps in [int(s) for s in args.demo_steps.split(",") if s]:
+            other = judge_runs(demo_loaded, None, prompts[:20], seeds[:20], runs_dir, steps=steps)
+            print(f"demo at {steps} steps vs its 20-step baseline: {other['runs']} runs, "
+                  f"flagged {len(other['alarms'])}")
+            for line in other["alarms"]:
+                print(f"    {line}")
+
+
+if __name__ == "__main__":
+    main()

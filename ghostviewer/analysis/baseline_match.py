@@ -1,0 +1,200 @@
+"""Which baseline judges a run whose model or settings differ from the one a baseline was built on, and how.
+
+A baseline records the architecture it was built on (each component's class, structure — its tensors' names and
+shapes — and config) besides its exact identity (weight hashes) and settings. A run uses the baseline of its exact
+weights and settings when there is one; else the nearest baseline of the same architecture (the same pipeline
+class, components, classes and structures), saying how it differs:
+
+- other weights (a fine-tune, a merged LoRA, a swapped VAE, a conversion): judged with the architecture margins,
+  calibrated on a differently-trained healthy copy of the demo (benchmarks/false_alarms_architecture.py);
+- another config value that keeps the structure (a VAE scaling factor): listed;
+- other steps: compared on normalised denoising time (step k of K in the bucket of k/K);
+- another size: compared on per-pixel statistics (mean, std, per-channel means, the image's colour statistics;
+  not absmax, which grows with the pixel count), where the outputs' shapes differ only in their size;
+- another scheduler: the denoising steps are not compared (another sampler walks another path); encode, decode
+  and the image are;
+- other guidance: only the text encoder is compared (guidance changes the latents' path and the image's colours);
+- another dtype: compared as is (listed).
+Numpy-free; the engine describes the pipeline (engine/run/baseline_lookup.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ghostviewer.analysis.baseline import Baseline
+
+# Margins when the weights differ (calibrated: see benchmarks/false_alarms_architecture.py and the README note in
+# that file's docstring). Exact-weight baselines keep their own (analysis/baseline.py).
+ARCH_MARGIN = 6.0
+ARCH_CHANNEL_MARGIN = 6.0
+ARCH_COLOUR_MARGIN = 3.0
+ALL_PHASES = frozenset({"encode", "denoise", "decode", "image"})
+MAX_CONFIG_DIFFERENCES = 4  # config keys listed per component
+
+
+@dataclass(frozen=True)
+class MatchPlan:
+    """How a baseline judges a run: what differs, and which checks are made."""
+
+    match: str  # "exact" | "architecture"
+    differences: tuple[str, ...]
+    phases: frozenset[str]
+    run_steps: int | None
+    per_pixel: bool
+    weights_differ: bool
+
+    @property
+    def cost(self) -> tuple[int, int, int]:
+        """Smaller is nearer: phases not judged, settings that differ, components whose weights differ."""
+        settings = sum(1 for d in self.differences if not d.startswith(("weights", "config")))
+        weights = sum(1 for d in self.differences if d.startswith("weights"))
+        return len(ALL_PHASES - self.phases), settings, weights
+
+    def to_json(self) -> dict[str, Any]:
+        return {"match": self.match, "differences": list(self.differences),
+                "judged": sorted(self.phases), "run_steps": self.run_steps, "per_pixel": self.per_pixel,
+                "weights_differ": self.weights_differ}
+
+
+def structure_mismatch(built: Mapping[str, Any], run: Mapping[str, Any]) -> str | None:
+    """Why two architectures (engine/run/baseline_lookup.architecture_of) are not the same; None when they are."""
+    if not built or not built.get("components"):
+        return "the baseline records no architecture (built before GhostViewer recorded one)"
+    if built.get("class") != run.get("class"):
+        return f"pipeline class {run.get('class')} vs {built.get('class')}"
+    ours, theirs = dict(run.get("components") or {}), dict(built.get("components") or {})
+    if set(ours) != set(theirs):
+        extra, missing = sorted(set(ours) - set(theirs)), sorted(set(theirs) - set(ours))
+        return "components differ" + (f": {', '.join(extra)} not in the baseline" if extra else "") + (
+            f"; {', '.join(missing)} missing" if missing else "")
+    for name in sorted(ours):
+        a, b = ours[name] or {}, theirs[name] or {}
+        if a.get("class") != b.get("class"):
+            return f"{name} is {a.get('class')}, the baseline's {b.get('class')}"
+        if a.get("structure") != b.get("structure"):
+            return f"{name}'s tensors (names and shapes) differ from the baseline's"
+    return None
+
+
+def _config_differences(built: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
+    found = []
+    theirs = built.get("components") or {}
+    for name, ours in sorted((run.get("components") or {}).items()):
+        a, b = (ours or {}).get("config") or {}, (theirs.get(name) or {}).get("config") or {}
+        keys = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        if keys:
+            shown = ", ".join(f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in keys[:MAX_CONFIG_DIFFERENCES])
+            more = f" (+{len(keys) - MAX_CONFIG_DIFFERENCES} more)" if len(keys) > MAX_CONFIG_DIFFERENCES else ""
+            found.append(f"config of {name}: {shown}{more}")
+    return found
+
+
+def _size(settings: Mapping[str, Any]) -> str:
+    return f"{settings.get('width')}×{settings.get('height')}"
+
+
+def plan_match(baseline: Baseline, identity: Mapping[str, Any] | None, architecture: Mapping[str, Any],
+               settings: Mapping[str, Any]) -> MatchPlan | str:
+    """How `baseline` would judge a run of this pipeline (identity: its weight hashes, None when unknown) at these
+    baseline settings (analysis.baseline.settings_of); a one-line reason when it cannot."""
+    same_weights = identity is not None and dict(identity) == dict(baseline.identity)
+    differences: list[str] = []
+    if not same_weights:
+        why = structure_mismatch(baseline.architecture, architecture)
+        if why is not None:
+            return why
+        ours = dict((identity or {}).get("weight_hashes") or {})
+        theirs = dict(baseline.identity.get("weight_hashes") or {})
+        differing = [c for c in sorted(set(ours) | set(theirs)) if ours.get(c) != theirs.get(c)]
+        if not ours:
+            differences.append("weights unknown (a pipeline object in memory): judged as other weights")
+        differences += [f"weights of {c} differ from the baseline's" for c in differing if ours]
+        differences += _config_differences(baseline.architecture, architecture)
+    built = baseline.settings
+    phases = set(ALL_PHASES)
+    run_steps = None
+    per_pixel = False
+    if settings.get("guidance") != built.get("guidance"):
+        phases &= {"encode"}
+        differences.append(f"guidance {settings.get('guidance')} vs {built.get('guidance')}: only the text encoder "
+                           "compared (guidance changes the latents' path and the image's colours)")
+    if settings.get("scheduler") != built.get("scheduler"):
+        phases -= {"denoise"}
+        differences.append(f"scheduler {settings.get('scheduler')} vs {built.get('scheduler')}: denoising steps not "
+                           "compared (another sampler walks another path)")
+    if settings.get("steps") != built.get("steps"):
+        run_steps = int(settings.get("steps") or 1)
+        differences.append(f"steps {settings.get('steps')} vs {built.get('steps')}: compared on normalised time")
+    if (settings.get("width"), settings.get("height")) != (built.get("width"), built.get("height")):
+        per_pixel = True
+        differences.append(f"size {_size(settings)} vs {_size(built)}: compared on per-pixel statistics "
+                           "(mean, std, channel means, colours; not absmax)")
+    if settings.get("dtype") != built.get("dtype"):
+        differences.append(f"dtype {settings.get('dtype')} vs {built.get('dtype')}")
+    if phases == {"encode"} and "text_encoder" not in (architecture.get("components") or {}):
+        return "nothing left to compare"
+    exact = same_weights and not differences
+    return MatchPlan("exact" if exact else "architecture", tuple(differences), frozenset(phases), run_steps,
+                     per_pixel, not same_weights)
+
+
+def judging_view(baseline: Baseline, plan: MatchPlan) -> Baseline:
+    """The baseline as it judges a run of that plan: the same envelopes, the run's step count for normalised time,
+    the phases judged, per-pixel statistics, and the architecture margins when the weights differ."""
+    if plan.match == "exact":
+        return baseline
+    margins: dict[str, float] = {}
+    if plan.weights_differ:
+        margins = {"margin": max(baseline.margin, ARCH_MARGIN),
+                   "channel_margin": max(baseline.channel_margin, ARCH_CHANNEL_MARGIN),
+                   "colour_margin": max(baseline.colour_margin, ARCH_COLOUR_MARGIN)}
+    view = replace(baseline, run_steps=plan.run_steps, phases=None if plan.phases == ALL_PHASES else plan.phases,
+                   per_pixel=plan.per_pixel, **margins)
+    view.path = baseline.path
+    return view
+
+
+@dataclass(frozen=True)
+class BaselineChoice:
+    """The baseline a run is judged against, the view that judges it, and how it was chosen."""
+
+    baseline: Baseline  # the judging view
+    source: Baseline  # as stored
+    plan: MatchPlan
+    given: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's `baseline` field: {"file", "key", "match", "differences", "judged", ...}."""
+        return {"file": str(self.source.path) if self.source.path else None, "key": self.source.key,
+                **self.plan.to_json(), "given": self.given, "runs": self.source.meta.get("runs")}
+
+    def describe(self) -> str:
+        where = self.source.path or self.source.key
+        runs = self.source.meta.get("runs", "?")
+        how = "given" if self.given else ("exact" if self.plan.match == "exact" else "of the same architecture")
+        text = f"using baseline {where} ({how}, {runs} healthy runs)"
+        return f"{text}: {'; '.join(self.plan.differences)}" if self.plan.differences else text
+
+
+def nearest(candidates: Iterable[Baseline], identity: Mapping[str, Any] | None, architecture: Mapping[str, Any],
+            settings: Mapping[str, Any]) -> tuple[BaselineChoice | None, list[str]]:
+    """The nearest usable baseline among `candidates` (exact first, then fewest phases left out, fewest settings
+    and weights that differ), and the reasons the others of the same pipeline class were not used."""
+    best: tuple[tuple[int, int, int], Baseline, MatchPlan] | None = None
+    refused: list[str] = []
+    for baseline in candidates:
+        plan = plan_match(baseline, identity, architecture, settings)
+        if isinstance(plan, str):
+            if baseline.identity.get("class") == architecture.get("class"):
+                refused.append(f"{Path(str(baseline.path)).name if baseline.path else baseline.key}: {plan}")
+            continue
+        cost = (-1, 0, 0) if plan.match == "exact" else plan.cost
+        if best is None or cost < best[0]:
+            best = (cost, baseline, plan)
+    if best is None:
+        return None, refused
+    return BaselineChoice(judging_view(best[1], best[2]), best[1], best[2]), refused
