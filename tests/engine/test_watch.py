@@ -303,3 +303,17 @@ def test_a_wrong_argument_or_a_second_watcher_is_refused_leaving_nothing(demo_lo
         with pytest.raises(GhostError, match="already watched"):
             ghostviewer.attach(demo_loaded.pipe, runs_dir=runs_dir)
     assert len(list_entries(runs_dir)) == 1 and "_ghostviewer_watcher" not in vars(type(demo_loaded.pipe))
+
+
+def test_a_watcher_never_detached_closes_its_study_when_the_program_ends(runs_dir: Path) -> None:
+    from ghostviewer.record import list_studies
+
+    program = ("import sys, torch, ghostviewer\n"
+               "from ghostviewer.engine.loading.pipelines import load_pipeline\n"
+               "pipe = load_pipeline('demo', device='cpu').pipe\n"
+               "watcher = ghostviewer.attach(pipe, runs_dir=sys.argv[1], keep='anomalies')\n"
+               "pipe('a red circle', num_inference_steps=2, generator=torch.Generator().manual_seed(0))\n")
+    done = subprocess.run([sys.executable, "-c", program, str(runs_dir)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (study,) = list_studies(runs_dir)
+    assert study.status == "done" and study.result["calls"] == 1

@@ -13,6 +13,7 @@ both records as a finding. Each call's module hooks record its own thread's work
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import logging
@@ -21,8 +22,8 @@ import shutil
 import sys
 import threading
 import time
+import weakref
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from ghostviewer.engine.watch.call_io import (
 )
 from ghostviewer.engine.watch.call_record import CALL_TENSORS, describe_call
 from ghostviewer.engine.watch.keep import KeepPolicy, anomalous
+from ghostviewer.engine.watch.study_thread import StudyThread
 from ghostviewer.paths import default_runs_dir
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
 
@@ -81,12 +83,13 @@ class Watcher:
         self._owner: int | None = None  # the call whose probes are on the pipeline
         self._counts = {"calls": 0, "kept": 0, "failed": 0}
         # The study's database is written from one thread of its own (SQLite connections stay on their thread).
-        self._study_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ghostviewer-watch")
+        self._study_thread = StudyThread()
         params = {"keep": keep, "ring": ring, "max_bytes": max_bytes, "depth": depth,
                   "program": " ".join([os.path.basename(sys.argv[0] or "python"), *sys.argv[1:]])[:400]}
         self._study: StudyWriter = self._study_thread.submit(
             lambda: StudyWriter.create(self.runs_dir, "watch", params)).result()
         self.closed = False
+        atexit.register(_detach_at_exit, weakref.ref(self))  # attach() without detach(): the study still closes
 
     @property
     def runs(self) -> list[dict[str, Any]]:
@@ -138,7 +141,7 @@ class Watcher:
         self._pipes.clear()
         result = {"summary": self._summary_line(), **self._counts_now()}
         self._study_thread.submit(lambda: self._study.finish("done", result=result))
-        self._study_thread.shutdown(wait=True)
+        self._study_thread.stop()
 
     def __enter__(self) -> Watcher:
         return self
@@ -332,6 +335,13 @@ class Watcher:
 
         with contextlib.suppress(RuntimeError):  # a call finishing after detach: counted, not written
             self._study_thread.submit(write)
+
+
+def _detach_at_exit(ref: weakref.ref[Watcher]) -> None:
+    watcher = ref()
+    if watcher is not None:
+        with contextlib.suppress(Exception):
+            watcher.detach()
 
 
 def check_watchable(pipe: Any) -> None:
