@@ -148,6 +148,7 @@ def test_a_batch_names_the_one_sample_that_went_nan(demo_loaded, runs_dir: Path)
     assert run["sample_anomalies"][2]["step"] == 2 and run["sample_anomalies"][0] is None
     record = RunRecord(run["run_dir"])
     assert any("image 3 of 4" in e.message for e in record.events())
+    assert record.tensors("initial_noise")["samples"].shape == (4, 4, 16, 16)  # each image can be re-made alone
     assert record.sample_anomalies == run["sample_anomalies"]
 
 

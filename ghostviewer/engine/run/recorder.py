@@ -207,7 +207,7 @@ def record_call(
             pass
         late_events()
         writer.event("run", message, level=level)
-        writer.submit(lambda w: w.set_verdict(None, detector.first))  # the detector is fed as the batch is written
+        writer.submit(lambda w: w.set_verdict(None, detector.first, detector.first_warning))  # fed as batches go
         try:
             writer.finish(status, time.perf_counter() - started, error=error)
         except Exception:  # noqa: BLE001 - the record cannot take its status (it is closed, and reads interrupted)
@@ -298,7 +298,12 @@ def _record(
     def on_initial(latents: torch.Tensor) -> None:
         state["initial"] = True
         commit_rows()  # the encode phase, and the initial latents' own stats
-        writer.save_tensors("initial_noise", {"latents": _host(unpacked(latents))})
+        noise = {"latents": _host(unpacked(latents))}
+        # A batch: every sample's, so any one image can be re-made alone (latents=…; measured on the demo: within
+        # 1e-6 of the batch's, a batch of one sums in another order).
+        if call.samples:
+            noise["samples"] = unpacked(latents).detach().to("cpu", torch.float32, copy=True).numpy()
+        writer.save_tensors("initial_noise", noise)
         writer.release(emit, now=True)  # the record is on disk from here: the encode phase and the first latents
         tracer.deadline = writer.due_at()
         state["mark"] = time.perf_counter()
@@ -403,13 +408,13 @@ def _record(
                          sample=index, anomaly=anomaly)
     judge.save(writer)
     saved = [writer.save_image("final" if i == 0 else f"final_{i}", image) for i, image in enumerate(images)]
-    writer.submit(lambda w: w.set_verdict(verdict, detector.first))
+    writer.submit(lambda w: w.set_verdict(verdict, detector.first, detector.first_warning))
     if len(images) > 1:
         writer.submit(lambda w: w.set_samples(verdicts, samples))
     late_events()
     elapsed = time.perf_counter() - started
     if options.discard is not None and writer.hold:
-        summary = _summary(None, settings, verdict, detector.first, [], verdicts, elapsed)
+        summary = _summary(None, settings, verdict, detector.first, [], verdicts, elapsed, detector.first_warning)
         summary["baseline"] = judge.described
         if len(images) > 1:
             summary["sample_anomalies"] = samples
@@ -421,7 +426,7 @@ def _record(
     writer.check()  # a write that failed at the end (the verdict, the image) fails the run, as the record says
     writer.release(emit)
     paths = [future.result() for future in saved]
-    summary = _summary(writer.path, settings, verdict, detector.first, paths, verdicts, elapsed)
+    summary = _summary(writer.path, settings, verdict, detector.first, paths, verdicts, elapsed, detector.first_warning)
     summary["baseline"] = judge.described  # what the silent checks compared against (None: nothing)
     if len(images) > 1:
         summary["sample_anomalies"] = samples
@@ -444,7 +449,7 @@ def _sample_of(first: dict[str, Any], tracer: Tracer, verdicts: list[dict[str, A
 
 def _summary(
     run_dir: Path | None, settings: RunSpec, verdict: dict | None, anomaly: dict | None, images: list[Path],
-    verdicts: list[dict[str, Any]], elapsed: float,
+    verdicts: list[dict[str, Any]], elapsed: float, warning: dict | None = None,
 ) -> dict[str, Any]:
     return {
         "run_dir": str(run_dir) if run_dir else None,
@@ -453,6 +458,7 @@ def _summary(
         "steps": settings.steps,
         "verdict": verdict,
         "first_anomaly": anomaly,
+        "first_warning": warning,  # the first benign warning (analysis/anomaly.py), never renamed first_anomaly
         "image": str(images[0]) if images else None,
         "elapsed_s": round(elapsed, 4),
         "images": [str(p) for p in images],
