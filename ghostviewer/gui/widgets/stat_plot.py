@@ -119,6 +119,8 @@ class StatPlot(QSplitter):
         item = self.plot.getPlotItem()
         self.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-8, horSpacing=2)
         self.legend.layout.setContentsMargins(2, 0, 2, 0)
+        item.layout.removeItem(item.titleLabel)  # the plot has no title: its cell holds the legend
+        item.titleLabel.hide()
         item.layout.addItem(self.legend, 0, 1)
         item.legend = self.legend  # plot(name=...) adds its curve here
         item.getViewBox().sigResized.connect(lambda _box: self._flow_legend())
