@@ -82,6 +82,7 @@ class BisectCoordinator(QObject):
     def reset(self, run_dir: str | None) -> None:
         self.run_dir, self.study_dir, self.symptom = run_dir, None, ""
         self.candidates, self.budget, self.suspects = 0, 0, 0
+        self.planned = False  # the engine said how many blocks it may re-run (or the result is in)
         self.trail: list[TrailEntry] = []
         self.result: dict[str, Any] | None = None
         self.error = ""
@@ -146,7 +147,7 @@ class BisectCoordinator(QObject):
             self.symptom = str(event.get("symptom") or self.symptom)
             self.candidates = len(event.get("candidates") or ())
             self.budget = int(event.get("budget") or 0)
-            self.suspects = self.candidates
+            self.suspects, self.planned = self.candidates, True
             if self.study_dir:
                 self.history.set_live_run(str(self.study_dir))  # the history shows the study as running
             self.history.refresh()
@@ -157,7 +158,8 @@ class BisectCoordinator(QObject):
         elif stage == "trial":
             entry = entry_from(event, len(self.trail) + 1)
             self._put(entry)
-            self.sigMessage.emit(messages.BISECT_TRIAL.format(trial=entry.trial, budget=self.budget or "?",
+            of = f"/{self.budget}" if self.budget else ""
+            self.sigMessage.emit(messages.BISECT_TRIAL.format(trial=entry.trial, of=of,
                                                               symptom=symptom_word(entry.symptom)))
             self.history.refresh()
         elif stage == "narrowed":
@@ -211,13 +213,14 @@ class BisectCoordinator(QObject):
         self.symptom = str(result.get("symptom") or self.symptom)
         self.budget = int(result.get("budget") or self.budget or 0)
         self.candidates = int(result.get("candidates") or self.candidates or 0)
+        self.planned = True
         patched = [e for e in self.trail if e.role != "trial"]  # the patching runs are not in the trail
         self.trail = [entry_from(item, i + 1) for i, item in enumerate(result.get("trail") or [])] + patched
         culprit = result.get("culprit")
         if culprit:
             self.blocks.select(str(culprit))
         self.trailChanged.emit()
-        self.sigMessage.emit(describe_result(result))
+        self.sigMessage.emit(describe_result(result, brief=True))  # the status bar: the Bisection dock says why
         self.ended.emit(result)
 
     def show_study(self, study_dir: str | Path) -> bool:
@@ -233,7 +236,7 @@ class BisectCoordinator(QObject):
         self.reset(str(params.get("run_dir") or ""))
         self._show_bad_run()
         self.study_dir, self.budget = str(study.path), int(params.get("budget") or 0)
-        self.candidates = len(params.get("candidates") or ())
+        self.candidates, self.planned = len(params.get("candidates") or ()), "candidates" in params
         if isinstance(result, dict) and "trail" in result:
             self.show_result(result | {"study_dir": str(study.path)})
             return True
@@ -268,10 +271,28 @@ def symptom_word(symptom: bool | None) -> str:
     return {True: "symptom still there", False: "symptom gone"}.get(symptom, "not judged")  # type: ignore[arg-type]
 
 
-def describe_result(result: dict[str, Any]) -> str:
+def describe_result(result: dict[str, Any], brief: bool = False) -> str:
+    """The result in words; `brief`: one status-bar line, the reason left to the Bisection dock."""
     if result.get("status") == "cancelled":
         return messages.BISECT_CANCELLED
+    reruns = int(result.get("reruns") or 0)
     if result.get("culprit"):
-        return messages.BISECT_CULPRIT.format(culprit=result["culprit"], reruns=result.get("reruns"),
-                                              budget=result.get("budget"))
-    return messages.BISECT_NO_CULPRIT.format(reruns=result.get("reruns"), reason=result.get("reason") or "")
+        budget = result.get("budget")
+        return messages.BISECT_CULPRIT.format(culprit=result["culprit"], reruns=reruns) + (
+            messages.BISECT_BUDGET.format(budget=budget) if budget else ".")
+    if brief:
+        return messages.BISECT_NO_CULPRIT_BRIEF.format(reruns=reruns)
+    reason = str(result.get("reason") or "no reason given").rstrip(".")
+    return messages.BISECT_NO_CULPRIT.format(reruns=reruns, reason=reason)
+
+
+def plan_words(coordinator: BisectCoordinator) -> str:
+    """What the bisection may re-run: never 'budget ?' — unknown until the engine says, none when no block can."""
+    c = coordinator
+    if not c.planned:
+        return messages.BISECT_PLANNING if c.state != "idle" else ""
+    if c.candidates == 0:
+        return messages.BISECT_NO_CANDIDATES
+    budget = f", at most {c.budget} re-runs" if c.budget else ""
+    left = f" · {c.suspects} suspects left" if c.state == "running" and c.suspects else ""
+    return f"{c.candidates} candidate blocks{budget}{left}"

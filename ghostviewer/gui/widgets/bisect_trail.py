@@ -7,13 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -21,7 +22,12 @@ from PySide6.QtWidgets import (
 )
 
 from ghostviewer.analysis.symptom import describe_anomaly
-from ghostviewer.gui.coordinators.bisect_coordinator import BisectCoordinator, TrailEntry, describe_result
+from ghostviewer.gui.coordinators.bisect_coordinator import (
+    BisectCoordinator,
+    TrailEntry,
+    describe_result,
+    plan_words,
+)
 from ghostviewer.gui.widgets.stats_heatmap import short
 
 COLUMNS = ("#", "bypassed", "verdict", "symptom", "first anomaly")
@@ -64,7 +70,9 @@ class BisectTrail(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         self.result = QLabel()
-        self.result.setWordWrap(True)
+        self.result.setWordWrap(True)  # the whole reason, on as many lines as it takes (the dock scrolls)
+        self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.result.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         buttons = QHBoxLayout()
         for button in (self.bisect_button, self.cancel_button, self.compare_button):
             buttons.addWidget(button)
@@ -75,6 +83,7 @@ class BisectTrail(QWidget):
         layout.addWidget(self.header)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.result)
+        self.table.setMinimumHeight(3 * self.table.verticalHeader().defaultSectionSize())
         self.bisect_button.clicked.connect(lambda: coordinator.bisect())
         self.cancel_button.clicked.connect(coordinator.cancel)
         self.compare_button.clicked.connect(self._compare)
@@ -88,9 +97,9 @@ class BisectTrail(QWidget):
         self.bisect_button.setEnabled(c.state == "idle")
         self.cancel_button.setEnabled(c.state != "idle")
         if c.run_dir:
-            left = f" · {c.suspects} suspects left" if c.state == "running" and c.suspects else ""
-            self.header.setText(f"<b>{Path(c.run_dir).name}</b> · symptom: {c.symptom or '?'} · "
-                                f"{c.candidates} candidate blocks, budget {c.budget or '?'} re-runs{left}")
+            plan = plan_words(c)
+            self.header.setText(f"<b>{Path(c.run_dir).name}</b> · symptom: {c.symptom or '?'}"
+                                + (f" · {plan}" if plan else ""))
         else:
             self.header.setText("No bisection yet: show a failing run and press Bisect.")
         keep = self.table.currentRow()
