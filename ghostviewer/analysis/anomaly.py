@@ -10,10 +10,14 @@ Forward hooks fire innermost first, so among nested modules the deepest one to s
   drift       (only with a baseline, analysis/baseline.py) mean, std or absmax — or, in the encode and decode
               phases, one channel's mean — outside the pipeline's healthy envelope by the baseline's margin. The
               anomaly then also holds `z` (robust z-units from the healthy median) and `stat` (which statistic).
-Warnings and failures. An `overflow` is finite: the run itself is fine, a float16 run would not be (the demo's
-Euler latents are ~2·10⁴ by design at `pipeline.prepare_latents`). It is a *warning*; every other kind is a
-*failure*. `first_failure` is the first failure of a run's rows, past any earlier warning: what a bisection
-looks for (analysis.symptom), while `first` stays the first anomaly of any kind, as records have it.
+Warnings and failures. An `overflow` of the latents themselves (HEADROOM_MODULES: the initial latents and each
+scheduler step's, large by design where a sigma-scaled scheduler such as Euler multiplies the noise by its
+sigma_max — the demo's Euler latents are ~2·10⁴ at `pipeline.prepare_latents`, in every family that has such a
+scheduler) is a benign *warning*: the run is fine, and it says nothing of a failure. Every other anomaly is a
+*failure*, an overflow inside a model included (a float16 run would turn it into inf). `first` is the run's
+first failure, or its first warning while nothing has failed (the record's and the run JSON's first_anomaly);
+`first_warning` its first warning (first_warning in both). `first_failure` finds the first failure in a run's
+rows again, past any earlier warning: what a bisection looks for (analysis.symptom).
 The ratios were calibrated on healthy demo runs (scripts/calibrate_verdicts.py reports anomalies too).
 """
 
@@ -32,6 +36,16 @@ EXPLODE_FLOOR = 1e3
 
 
 WARNING_KINDS = frozenset({"overflow"})
+HEADROOM_MODULES = frozenset({"pipeline.prepare_latents", "scheduler.step"})  # the latents, not a model's output
+
+
+def is_warning(kind: object, module: object) -> bool:
+    """A benign note (float16 headroom on latents large by design), never a failure or a bisection symptom."""
+    return kind in WARNING_KINDS and module in HEADROOM_MODULES
+
+
+def warning_of(anomaly: Mapping[str, object] | None) -> bool:
+    return anomaly is not None and is_warning(anomaly.get("kind"), anomaly.get("module"))
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -45,6 +59,8 @@ class AnomalyDetector:
     def __init__(self, baseline: Baseline | None = None,
                  channel_means: Mapping[tuple[str, str], Sequence[float]] | None = None) -> None:
         self.first: dict[str, object] | None = None
+        self.first_warning: dict[str, object] | None = None
+        self.failed = False  # `first` is a failure: nothing more to look for
         self.baseline = baseline
         self.channel_means = channel_means if channel_means is not None else {}
         self._reference: dict[str, tuple[float, float]] = {}
@@ -76,41 +92,50 @@ class AnomalyDetector:
         return None
 
     def feed(self, rows: Iterable[StatRow]) -> dict[str, object] | None:
-        """Check rows (in execution order); remember and return the first anomaly seen so far."""
-        if self.first is not None:
+        """Check rows (in execution order); remember and return the first anomaly seen so far (module docstring)."""
+        if self.failed:
             return self.first
         for row in rows:  # the tracer hands rows over in execution (seq) order
             kind = self.classify(row)
             if kind:
-                return self._found(row.phase, row.step, row.module, kind)
-        return None
+                self._found(row.phase, row.step, row.module, kind)
+                if self.failed:
+                    break
+        return self.first
 
     def feed_columns(self, c: StatColumns) -> dict[str, object] | None:
         """feed() for a step's columns (execution order): the same checks and result without an object per
         output — this runs for every output of every traced run."""
-        if self.first is not None:
+        if self.failed:
             return self.first
         kind_of = self._kind
         for i, fields in enumerate(zip(c.phase, c.step, c.module, c.call, c.shape, c.nan_count, c.inf_count, c.mean,
                                        c.std, c.absmax, strict=True)):
             kind = kind_of(*fields)
             if kind:
-                return self._found(c.phase[i], c.step[i], c.module[i], kind)
-        return None
+                self._found(c.phase[i], c.step[i], c.module[i], kind)
+                if self.failed:
+                    break
+        return self.first
 
     def _found(self, phase: str, step: int | None, module: str, kind: str) -> dict[str, object]:
-        self.first = {"phase": phase, "step": step, "module": module, "kind": kind}
+        found: dict[str, object] = {"phase": phase, "step": step, "module": module, "kind": kind}
         if kind == "drift" and self._drift is not None:
-            self.first.update(z=round(self._drift[0], 2), stat=self._drift[1])
-        return self.first
+            found.update(z=round(self._drift[0], 2), stat=self._drift[1])
+        if is_warning(kind, module):
+            self.first_warning = self.first_warning or found
+            self.first = self.first or found
+        else:
+            self.first, self.failed = found, True
+        return found
 
 
 def first_failure(rows: Iterable[StatRow], baseline: Baseline | None = None,
                   channel_means: Mapping[tuple[str, str], Sequence[float]] | None = None) -> dict[str, object] | None:
-    """The first anomaly of a kind that is a failure (not in WARNING_KINDS), rows in execution order."""
+    """The first anomaly that is a failure (not a benign warning, is_warning), rows in execution order."""
     detector = AnomalyDetector(baseline, channel_means)
     for row in rows:
         kind = detector.classify(row)
-        if kind and kind not in WARNING_KINDS:
+        if kind and not is_warning(kind, row.module):
             return detector._found(row.phase, row.step, row.module, kind)
     return None

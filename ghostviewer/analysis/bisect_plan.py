@@ -42,7 +42,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ghostviewer.analysis.anomaly import AnomalyDetector
+from ghostviewer.analysis.anomaly import AnomalyDetector, is_warning
 from ghostviewer.record import StatRow
 
 
@@ -74,7 +74,8 @@ def _anomaly_seq(rows: Sequence[StatRow], phase: Any, step: Any, module: str) ->
     phase, e.g. the text encoder for the prompt and the negative prompt); else its last call, a safe superset."""
     detector = AnomalyDetector()
     for row in rows:
-        if detector.feed([row]) is not None:
+        kind = detector.classify(row)
+        if kind and (not is_warning(kind, row.module) or (row.phase, row.step, row.module) == (phase, step, module)):
             if (row.phase, row.step, row.module) == (phase, step, module):
                 return row.seq
             break

@@ -55,7 +55,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ghostviewer.analysis.anomaly import WARNING_KINDS, AnomalyDetector, first_failure
+from ghostviewer.analysis.anomaly import AnomalyDetector, first_failure, warning_of
 from ghostviewer.analysis.baseline import Baseline
 from ghostviewer.analysis.baseline_store import recorded_baseline_key, run_baseline
 from ghostviewer.analysis.bisect_plan import inside
@@ -113,8 +113,10 @@ class Symptom:
         if anomaly is not None and anomaly.get("kind") == "drift":
             baseline = run_baseline(record.path, recorded_baseline_key(record.events(kind="baseline")))
         warning = None
-        if anomaly is not None and anomaly.get("kind") in WARNING_KINDS:
+        if warning_of(anomaly):  # a record from before first_warning, or one whose run never failed
             warning, anomaly = dict(anomaly), first_failure(record.stats())
+        elif anomaly is not None and warning_of(getattr(record, "first_warning", None)):
+            warning = dict(record.first_warning)
         found = cls.of(record.verdict, anomaly, baseline)
         return None if found is None else replace(found, warning=warning)
 

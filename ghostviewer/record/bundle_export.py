@@ -248,6 +248,7 @@ def _run_entry(record: RunRecord, options: dict[str, bool]) -> dict[str, Any]:
         "faults": list(settings.get("faults") or []),
         "verdict": record.verdict,
         "first_anomaly": record.first_anomaly,
+        "first_warning": record.first_warning,
         "elapsed_s": record.elapsed_s,
         "error": record.error,
         "recorded_steps": len(record.steps()),
@@ -458,6 +459,7 @@ def _summary(entry: dict[str, Any], record: RunRecord) -> dict[str, Any]:
         "steps": entry["steps"],
         "verdict": entry["verdict"],
         "first_anomaly": entry["first_anomaly"],
+        "first_warning": entry.get("first_warning"),
         "status": entry["status"],
         **({"isolate": entry["isolate"]} if "isolate" in entry else {}),
     }

@@ -88,7 +88,7 @@ def validate_manifest(manifest: Any) -> dict[str, Any]:
         seen.add(run_id)
         for key in ("settings", "pipeline", "environment"):
             _need(isinstance(run.get(key), dict), f"run {run_id}: {key} must be an object")
-        for key in ("verdict", "first_anomaly", "isolate"):
+        for key in ("verdict", "first_anomaly", "first_warning", "isolate"):
             _need(run.get(key) is None or isinstance(run[key], dict), f"run {run_id}: {key} must be an object")
         folder = (run.get("isolate") or {}).get("folder")
         _need(folder is None or folder == f"{RUNS_FOLDER}/{run_id}/{ISOLATE_FOLDER}",

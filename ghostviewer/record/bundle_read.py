@@ -163,6 +163,7 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
         "steps": run.get("steps"),
         "verdict": run.get("verdict"),
         "first_anomaly": run.get("first_anomaly"),
+        "first_warning": run.get("first_warning"),
         "image": run.get("image"),
         "elapsed_s": run.get("elapsed_s"),
         "status": run["status"],

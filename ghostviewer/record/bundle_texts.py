@@ -109,6 +109,8 @@ def readme(manifest: dict[str, Any]) -> str:
             "-" * 60,
             f"What went wrong:  verdict {_verdict_text(run.get('verdict'))}",
             f"First anomaly:    {_anomaly_text(run.get('first_anomaly'))}",
+            *([f"First warning:    {_anomaly_text(run['first_warning'])} (benign)"]
+              if run.get("first_warning") else []),
         ]
         if run.get("error"):
             lines.append(f"Error:            {run['error']}")

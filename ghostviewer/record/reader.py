@@ -115,6 +115,11 @@ class RunRecord(StoreRecord):
         return self._meta_object("first_anomaly")
 
     @property
+    def first_warning(self) -> dict[str, Any] | None:
+        """The run's first benign warning (float16 headroom on the latents); None in records from before it."""
+        return self._meta_object("first_warning")
+
+    @property
     def call(self) -> dict[str, Any] | None:
         """A watched call as it was made (pipeline class, kind, keywords, generators…); None for GhostViewer's own."""
         return self._meta_object("call")
@@ -334,6 +339,7 @@ class RunRecord(StoreRecord):
             "steps": settings.get("steps"),
             "verdict": meta.get("verdict"),
             "first_anomaly": meta.get("first_anomaly"),
+            "first_warning": meta.get("first_warning"),
             "image": None if image is None else str(image),
             "elapsed_s": meta.get("elapsed_s"),
             "run_id": self.run_id,

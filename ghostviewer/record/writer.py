@@ -191,9 +191,10 @@ class RunWriter(StoreWriter):
         """Commit what was buffered (stats/events of the encode and decode phases)."""
         self.conn.commit()
 
-    def set_verdict(self, verdict: dict[str, Any], first_anomaly: dict[str, Any] | None) -> None:
-        """Record the verdict and first anomaly (committed at once)."""
-        self._set_meta(verdict=verdict, first_anomaly=first_anomaly)
+    def set_verdict(self, verdict: dict[str, Any], first_anomaly: dict[str, Any] | None,
+                    first_warning: dict[str, Any] | None = None) -> None:
+        """Record the verdict, first anomaly and first (benign) warning (committed at once)."""
+        self._set_meta(verdict=verdict, first_anomaly=first_anomaly, first_warning=first_warning)
         self.conn.commit()
 
     def set_samples(self, verdicts: list[dict[str, Any]], anomalies: list[dict[str, Any] | None]) -> None:

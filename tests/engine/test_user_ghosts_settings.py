@@ -56,7 +56,8 @@ def test_a_warning_is_never_the_symptom_and_settings_bisection_finds_both_settin
         assert Symptom.of_record(RunRecord(healthy["run_dir"])) is None  # a warning alone: nothing to bisect
         good = api.run(pipe, "a red circle", steps=4, runs_dir=runs_dir)
         bad = api.run(pipe, "a red circle", steps=8, scheduler="euler", runs_dir=runs_dir)
-        assert bad["first_anomaly"]["kind"] == "overflow" and bad["verdict"]["label"] == "nan"
+        assert bad["first_anomaly"]["kind"] == "nan" and bad["verdict"]["label"] == "nan"  # the failure, named
+        assert bad["first_warning"]["module"] == "pipeline.prepare_latents"  # the benign note, apart
         result = api.bisect(bad["run_dir"], settings=good["run_dir"], pipeline=pipe, runs_dir=runs_dir)
     finally:
         handle.remove()

@@ -130,8 +130,9 @@ class BufferedWriter:
         """tensors: called when the batch is written (previews are computed then, from host copies)."""
         self.submit(lambda w: w.add_step(info, tensors(), commit=False))  # the batch commits once
 
-    def set_verdict(self, verdict: dict[str, Any] | None, first_anomaly: dict[str, Any] | None) -> None:
-        self.submit(lambda w: w.set_verdict(verdict, first_anomaly))  # type: ignore[arg-type]
+    def set_verdict(self, verdict: dict[str, Any] | None, first_anomaly: dict[str, Any] | None,
+                    first_warning: dict[str, Any] | None = None) -> None:
+        self.submit(lambda w: w.set_verdict(verdict, first_anomaly, first_warning))  # type: ignore[arg-type]
 
     def save_image(self, name: str, image: Any) -> Future[Path]:
         return self.submit(lambda w: w.save_image(name, image))
