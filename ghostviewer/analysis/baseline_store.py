@@ -17,6 +17,7 @@ import numpy as np
 
 from ghostviewer.analysis.baseline import Baseline
 from ghostviewer.analysis.baseline_file import load_baseline
+from ghostviewer.analysis.baseline_match import ALL_PHASES, MatchPlan, judging_view
 from ghostviewer.analysis.envelope import BaselineError
 from ghostviewer.paths import resources_dir
 from ghostviewer.record import RecordError
@@ -93,16 +94,38 @@ def recorded_baseline_key(events: Iterable[Any]) -> str | None:
     return None
 
 
-def run_baseline(run_dir: str | Path, key: str | None) -> Baseline | None:
+def recorded_judging(events: Iterable[Any]) -> dict[str, Any] | None:
+    """How a run's baseline judged it, as its 'baseline' event recorded it ({"match", "differences", "judged",
+    "run_steps", "per_pixel", "weights_differ", …}); None for runs recorded before baselines matched by
+    architecture, or judged by none."""
+    for event in events:
+        if getattr(event, "kind", None) == "baseline":
+            judged = (getattr(event, "data", None) or {}).get("judged_by")
+            if isinstance(judged, dict):
+                return judged
+    return None
+
+
+def run_baseline(run_dir: str | Path, key: str | None, judged_by: Mapping[str, Any] | None = None
+                 ) -> Baseline | None:
     """The baseline named `key` (recorded_baseline_key) as seen from a run; None when there is no key, no such
-    file or the file is not a usable baseline."""
+    file or the file is not a usable baseline. `judged_by` (recorded_judging): the view that judged the run (its
+    step count on normalised time, per-pixel statistics, phases, architecture margins)."""
     if not key:
         return None
     try:
         found = find_baseline_file(key, baseline_folders(run_dir))
     except BaselineError:
         return None
-    return None if found is None else found[0]
+    if found is None:
+        return None
+    if not judged_by or judged_by.get("match") in (None, "exact"):
+        return found[0]
+    phases = judged_by.get("judged")
+    plan = MatchPlan(str(judged_by["match"]), tuple(judged_by.get("differences") or ()),
+                     frozenset(phases) if isinstance(phases, list) else ALL_PHASES, judged_by.get("run_steps"),
+                     bool(judged_by.get("per_pixel")), bool(judged_by.get("weights_differ")))
+    return judging_view(found[0], plan)
 
 
 def recorded_channel_means(record: Any) -> dict[tuple[str, str], np.ndarray]:

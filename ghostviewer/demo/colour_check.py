@@ -2,7 +2,8 @@
 
 Every pixel is labelled with its nearest palette colour. The background is the commonest label on the image's
 border; the shape colour is the commonest label among the other pixels. `background_offset`: how far, per RGB
-channel in 0-255 levels, the border pixels read as background sit from their palette colour on average — the demo
+channel in 0-255 levels, the border pixels read as background sit from their palette colour (the median: a
+shape that bleeds into the border does not move it) — the demo
 draws flat palette colours, so a cast (a shifted decoder bias) shows there even when every label is still right.
 """
 
@@ -38,7 +39,7 @@ def read_colours(image: np.ndarray, min_foreground: float = 0.03) -> ColourReadi
     border = np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])
     background = int(np.bincount(border, minlength=len(_NAMES)).argmax())
     pixels = np.concatenate([image[0], image[-1], image[:, 0], image[:, -1]]).astype(np.float32)
-    offset = pixels[border == background].mean(axis=0) - _COLOURS[background]
+    offset = np.median(pixels[border == background], axis=0) - _COLOURS[background]
     offsets = (float(offset[0]), float(offset[1]), float(offset[2]))
     rest = labels[labels != background]
     fraction = rest.size / labels.size

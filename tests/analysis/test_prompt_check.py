@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ghostviewer.analysis.prompt_check import NamedColours, named_colours, prompt_check
+from ghostviewer.analysis.prompt_check import CAST_LEVELS, NamedColours, named_colours, outside_judgement, prompt_check
 from ghostviewer.demo import shapes
 
 
@@ -62,3 +62,22 @@ def test_a_prompt_without_colours_or_a_shape_colour_on_its_own_background_is_not
     assert ambiguous is not None and ambiguous["ok"] is True and ambiguous["score"] == 0.0
     wrong = prompt_check(_drawn("white", "blue"), "a red circle")
     assert wrong is not None and wrong["score"] == 1.0  # one colour named, missed
+
+
+def test_a_background_cast_is_read_even_when_every_colour_is_right() -> None:
+    image = _drawn("red", "blue").astype(np.int16)
+    image[..., 0] += int(CAST_LEVELS) + 10  # a stray red bias on the whole image
+    check = prompt_check(np.clip(image, 0, 255).astype(np.uint8), "a red circle on a blue background")
+    assert check is not None and check["ok"] is True  # the labels still read right
+    assert "a colour cast" in str(check["cast"]) and check["background_offset"][0] == int(CAST_LEVELS) + 10  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("prompt", "reason"), [
+    ("a red circle on a blue background", None),
+    ("a photo of a cat", "names no palette colour"),
+    ("", "empty caption"),
+    ("a red circle on a blue background, photorealistic", "only the named colours are judged"),
+])
+def test_a_caption_outside_what_the_check_can_judge_says_so(prompt: str, reason: str | None) -> None:
+    said = outside_judgement(prompt)
+    assert (said is None) if reason is None else (reason in str(said))

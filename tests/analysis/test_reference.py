@@ -1,0 +1,52 @@
+"""A reference side by side: the first output where a suspect leaves the reference's range, and by how much."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ghostviewer.analysis.reference import CHANNEL_SHIFT, MEAN_SHIFT, STD_RATIO, first_departure, headroom
+from ghostviewer.record import StatRow
+
+
+def _rows(gains: dict[tuple[int | None, str], float] | None = None, shift: float = 0.0) -> list[StatRow]:
+    rows = [StatRow("encode", None, "text_encoder", 0, 0, (1, 8, 16), "float32", -3, 3, 0.1, 1.0, 3.0, 0, 0)]
+    for step in range(3):
+        for module in ("unet.down", "unet.mid", "unet.up"):
+            g = (gains or {}).get((step, module), 1.0)
+            rows.append(StatRow("denoise", step, module, 0, len(rows), (2, 4, 8, 8), "float32", -4 * g, 4 * g,
+                                0.0, 1.0 * g, 4.0 * g, 0, 0))
+    rows.append(StatRow("decode", None, "vae.decoder", 0, len(rows), (1, 3, 64, 64), "float32", -1, 1, 0.0 + shift,
+                        0.5, 1.0, 0, 0))
+    return rows
+
+
+def test_a_healthy_difference_is_within_range() -> None:
+    near = _rows({(s, m): 1.1 for s in range(3) for m in ("unet.down", "unet.mid", "unet.up")})
+    assert first_departure(near, _rows()) is None
+    assert headroom(near, _rows())["std"][0] < STD_RATIO
+
+
+def test_the_first_departure_in_execution_order_is_named_with_its_ratio() -> None:
+    suspect = _rows({(1, "unet.mid"): 3.0, (1, "unet.up"): 3.0, (2, "unet.mid"): 3.0})
+    found = first_departure(suspect, _rows())
+    assert found is not None
+    assert (found["phase"], found["step"], found["module"]) == ("denoise", 1, "unet.mid")
+    assert found["stat"] in ("std", "absmax") and found["ratio"] == 3.0
+
+
+def test_a_mean_shift_and_a_channel_shift_are_departures() -> None:
+    found = first_departure(_rows(shift=MEAN_SHIFT), _rows())  # the decoder's std is 0.5: twice the limit
+    assert found is not None and found["module"] == "vae.decoder" and found["stat"] == "mean"
+    assert found["ratio"] == 2 * MEAN_SHIFT and found["unit"] == "reference std"
+    channels = {("decode", "vae.decoder"): [CHANNEL_SHIFT, 0.0, -CHANNEL_SHIFT]}
+    found = first_departure(_rows(), _rows(), channels, {("decode", "vae.decoder"): [0.0, 0.0, 0.0]})
+    assert found is not None and found["stat"] == "channel_mean[0]"
+
+
+def test_nan_in_the_suspect_only_departs_and_unmatched_outputs_are_skipped() -> None:
+    suspect = _rows()
+    suspect[4] = replace(suspect[4], nan_count=3)
+    found = first_departure(suspect, _rows())
+    assert found is not None and found["stat"] == "nan" and found["module"] == suspect[4].module
+    other_shape = [replace(r, shape=(9,)) for r in _rows({(0, "unet.down"): 5.0})]
+    assert first_departure(other_shape, _rows()) is None

@@ -1,0 +1,79 @@
+"""Judgement that travels: a weight-edited copy of the demo (no hooks) is judged by the demo's baseline by
+architecture and says so; --baseline FILE chooses one; --reference names where the copy leaves a known-good run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from ghostviewer import api
+from ghostviewer.analysis.baseline_store import SHIPPED_BASELINES
+from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR
+from ghostviewer.record import RunRecord
+
+PROMPT = "a red circle on a blue background"
+
+
+def _edited(tmp_path: Path, file: str, name: str, change) -> Path:  # type: ignore[no-untyped-def]
+    folder = tmp_path / name
+    shutil.copytree(DEMO_PIPELINE_DIR, folder)
+    tensors = load_file(folder / file)
+    change(tensors)
+    save_file({k: v.contiguous() for k, v in tensors.items()}, folder / file)
+    return folder
+
+
+def _vae_cast(t: dict) -> None:  # type: ignore[type-arg]
+    t["decoder.conv_out.bias"][0] += 0.25
+    t["decoder.conv_out.bias"][2] -= 0.25
+
+
+def test_a_copy_with_edited_weights_is_judged_by_architecture_and_says_how(tmp_path: Path) -> None:
+    folder = _edited(tmp_path, "vae/diffusion_pytorch_model.safetensors", "vae-cast", _vae_cast)
+    result = api.run(str(folder), PROMPT, seed=3, runs_dir=tmp_path / "runs")
+    judged = result["baseline"]
+    assert judged["match"] == "architecture" and judged["file"].endswith("6cfa9657ba199fbf.json")
+    assert judged["differences"] == ["weights of vae differ from the baseline's"]
+    assert result["verdict"]["label"] == "color_cast" and "background" in result["verdict"]["reason"]
+    assert result["verdict"]["prompt_check"] == {"judged": True}  # the demo's vocabulary: its colour check applies
+    notes = [e.message for e in RunRecord(result["run_dir"]).events(kind="baseline")]
+    assert any("of the same architecture" in n and "weights of vae differ" in n for n in notes)
+
+
+def test_the_demo_keeps_its_exact_baseline_and_other_steps_use_normalised_time(tmp_path: Path) -> None:
+    result = api.run("demo", PROMPT, seed=3, runs_dir=tmp_path)
+    assert result["baseline"]["match"] == "exact" and result["verdict"]["label"] == "ok"
+    result = api.run("demo", PROMPT, seed=3, steps=30, runs_dir=tmp_path)
+    assert result["baseline"]["differences"] == ["steps 30 vs 20: compared on normalised time"]
+    assert result["verdict"]["label"] == "ok" and result["first_anomaly"] is None
+
+
+def test_a_baseline_file_is_chosen_explicitly_and_a_bad_one_refused(tmp_path: Path) -> None:
+    shipped = next(SHIPPED_BASELINES.glob("*.json"))
+    result = api.run("demo", "a photo of a cat", seed=1, runs_dir=tmp_path, baseline=shipped)
+    assert result["baseline"]["given"] is True and result["baseline"]["file"] == str(shipped)
+    assert result["verdict"]["prompt_check"]["judged"] is False
+    assert "names no palette colour" in result["verdict"]["prompt_check"]["reason"]
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(GhostError, match="not a GhostViewer baseline"):
+        api.run("demo", PROMPT, seed=1, runs_dir=tmp_path, baseline=tmp_path / "bad.json")
+
+
+def test_a_reference_names_where_the_suspect_leaves_its_range(tmp_path: Path) -> None:
+    def scale(t: dict) -> None:  # type: ignore[type-arg]
+        t["mid_block.resnets.0.conv2.weight"] *= 20.0
+        t["mid_block.resnets.0.conv2.bias"] *= 20.0
+
+    folder = _edited(tmp_path, "unet/diffusion_pytorch_model.safetensors", "scaled", scale)
+    result = api.run(str(folder), PROMPT, seed=2, runs_dir=tmp_path / "runs", reference="demo")
+    side = result["reference"]
+    assert Path(side["run_dir"]).is_dir() and side["source"] == "demo"
+    departure = side["first_departure"]
+    assert departure["module"].startswith("unet.mid_block.resnets.0") and departure["step"] == 0
+    assert departure["ratio"] > 2 and "leaves the reference's range" in side["summary"]
+    healthy = api.run("demo", PROMPT, seed=2, runs_dir=tmp_path / "runs", reference=str(DEMO_PIPELINE_DIR))
+    assert healthy["reference"]["first_departure"] is None
