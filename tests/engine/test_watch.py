@@ -318,3 +318,17 @@ def test_a_watcher_never_detached_closes_its_study_when_the_program_ends(runs_di
     assert done.returncode == 0, done.stderr[-2000:]
     (study,) = list_studies(runs_dir)
     assert study.status == "done" and study.result["calls"] == 1
+
+
+def test_a_watched_pipeline_the_program_lets_go_of_is_freed(demo_loaded, runs_dir: Path) -> None:
+    import gc
+    import weakref
+
+    with ghostviewer.watch(demo_loaded.pipe, runs_dir=runs_dir) as watcher:
+        other = StableDiffusionImg2ImgPipeline.from_pipe(demo_loaded.pipe)
+        watcher.add(other)
+        other(PROMPT, image=Image.new("RGB", (64, 64)), num_inference_steps=2, output_type="np")
+        gone = weakref.ref(other)
+        del other
+        gc.collect()
+        assert gone() is None

@@ -172,16 +172,24 @@ def record_call(
     detector = judge.detector()
     started = time.perf_counter()
 
+    unjudged: list[tuple[Any, Future[Any]]] = []
+
+    def settle() -> None:
+        """The batches a droppable record holds, judged together (in a batch the harvest runs warm) and queued."""
+        for batch, first in unjudged:
+            columns = Tracer.harvest(batch).columns
+            detector.feed_columns(columns)
+            writer.submit(lambda w, c=columns: w.add_stats(c))
+            first.set_result(detector.first)
+        unjudged.clear()
+
     def commit_rows() -> tuple[Future[Any], dict[str, np.ndarray]]:
         """Queue what the hooks queued for the next batch, which turns it into columns, feeds the anomaly detector
         and stores them; returns (the first anomaly once done, the feature maps)."""
         batch = tracer.take()
-        if options.discard is not None:  # judged now, so that a record the policy drops is never written
-            judged = Tracer.harvest(batch).columns
-            detector.feed_columns(judged)
+        if options.discard is not None:  # judged at the end by settle(), before anything is written (or not)
             first: Future[Any] = Future()
-            first.set_result(detector.first)
-            writer.submit(lambda w: w.add_stats(judged))
+            unjudged.append((batch, first))
             return first, batch.feature_maps
 
         def store(w: RunWriter) -> dict[str, Any] | None:
@@ -203,6 +211,7 @@ def record_call(
         """Close the record whatever happened: pending rows, the first anomaly so far, the status."""
         try:
             commit_rows()
+            settle()
         except Exception:  # noqa: BLE001 - the rows of a broken step are the least of it; close the record
             pass
         late_events()
@@ -221,7 +230,7 @@ def record_call(
         call.save_inputs(writer)
         return _record(
             loaded, settings, call, interventions, writer, tracer, detector, commit_rows, started, options, emit,
-            judge, late_events,
+            judge, late_events, settle,
         )
     except RunCancelled:
         end("cancelled", "cancelled by the user", "warning")
@@ -263,6 +272,7 @@ def _record(
     emit: ProgressFn,
     judge: RunJudge,
     late_events: Callable[[], None],
+    settle: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """The traced pipeline call itself; every exit path of the record is handled by the caller."""
     pipe = loaded.pipe
@@ -390,6 +400,7 @@ def _record(
         output = call.output = call.invoke(observe)
         tracer.step = None
         commit_rows()  # the decode phase
+    settle()
     images = [np.asarray(image, dtype=np.float32) for image in call.images(output)]
     prompts = list(call.prompts) or [""]
     per_image = prompts if len(prompts) == len(images) else [prompts[0]] * len(images)

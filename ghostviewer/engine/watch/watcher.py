@@ -75,10 +75,11 @@ class Watcher:
         self.runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()
         self._runs: deque[dict[str, Any]] = deque(maxlen=RUNS_IN_MEMORY)
         self._lock = threading.Lock()
-        self._pipes: list[tuple[Any, type]] = []
+        # Weak: a pipeline the program lets go of is not kept alive by being watched (watch_process in a service).
+        self._pipes: list[tuple[weakref.ref[Any], type]] = []
         self._classes: dict[type, type] = {}
-        self._loaded: dict[int, Any] = {}
-        self._prompts: dict[str, Any] = {}
+        self._loaded: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._prompts: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()  # per pipeline
         self._in_flight: dict[int, _InFlight] = {}
         self._owner: int | None = None  # the call whose probes are on the pipeline
         self._counts = {"calls": 0, "kept": 0, "failed": 0}
@@ -111,7 +112,7 @@ class Watcher:
         check_watchable(pipe)
         original = type(pipe)
         pipe.__class__ = self._watched_class(original)
-        self._pipes.append((pipe, original))
+        self._pipes.append((weakref.ref(pipe), original))
         return pipe
 
     def _watched_class(self, original: type) -> type:
@@ -135,8 +136,9 @@ class Watcher:
         if self.closed:
             return
         self.closed = True
-        for pipe, original in reversed(self._pipes):
-            if type(pipe).__dict__.get("_ghostviewer_watcher") is self:
+        for ref, original in reversed(self._pipes):
+            pipe = ref()
+            if pipe is not None and type(pipe).__dict__.get("_ghostviewer_watcher") is self:
                 pipe.__class__ = original
         self._pipes.clear()
         result = {"summary": self._summary_line(), **self._counts_now()}
@@ -245,9 +247,12 @@ class Watcher:
     def _prepare(self, pipe: Any, original: Any, arguments: dict[str, Any], invoke: Any, flight: _InFlight,
                  owner: bool) -> tuple[PipelineCall, Any, Any]:
         record = describe_call(pipe, arguments, flight.thread)  # generator states as the call finds them
-        loaded = self._loaded.get(id(pipe))
-        if loaded is None or loaded.pipe is not pipe:
-            loaded = self._loaded[id(pipe)] = wrap_pipeline(pipe)
+        loaded = self._loaded.get(pipe)
+        if loaded is None:  # once per pipeline (its weight hashes take a while): a LoRA loaded later is not seen
+            loaded = wrap_pipeline(pipe)
+            self._loaded[pipe] = _WeakLoaded(loaded)
+        else:
+            loaded = loaded.get(pipe)
         defaults = signature_defaults(original)
         output_type = arguments.get("output_type", defaults.get("output_type", "pil"))
         samples = _expected_images(arguments, defaults)
@@ -275,7 +280,7 @@ class Watcher:
 
         def record_prompt(writer: Any) -> None:  # the first prompt's tokens and embeddings (none for prompt_embeds)
             if isinstance(arguments.get("prompt"), (str, list, tuple)):
-                _record_prompt(pipe, first_prompt, writer, self._prompts)
+                _record_prompt(pipe, first_prompt, writer, self._prompts.setdefault(pipe, {}))
 
         call = PipelineCall(
             invoke=invoke,
@@ -335,6 +340,17 @@ class Watcher:
 
         with contextlib.suppress(RuntimeError):  # a call finishing after detach: counted, not written
             self._study_thread.submit(write)
+
+
+class _WeakLoaded:
+    """A LoadedPipeline kept without its pipeline (a value of a WeakKeyDictionary must not hold its key)."""
+
+    def __init__(self, loaded: Any) -> None:
+        self._fields = {name: getattr(loaded, name) for name in loaded.__dataclass_fields__ if name != "pipe"}
+        self._cls = type(loaded)
+
+    def get(self, pipe: Any) -> Any:
+        return self._cls(pipe=pipe, **self._fields)
 
 
 def _detach_at_exit(ref: weakref.ref[Watcher]) -> None:
