@@ -63,3 +63,14 @@ def test_a_four_step_run_has_whole_step_ticks(qtbot, tmp_path: Path) -> None:  #
     assert ticks and all(float(v).is_integer() for v in ticks), ticks
     assert {0, 1, 2, 3} <= set(ticks)
 
+
+
+def test_a_short_plot_names_the_colours_in_its_list(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    plot = _plot(qtbot, tmp_path, steps=4)
+    plot.resize(560, 110)  # the plot squeezed by an open bottom dock at 1280×720
+    QApplication.processEvents()
+    plot._draw()
+    assert not plot.legend.isVisible(), ("a legend that would crowd the curves out steps aside", plot.plot.height(), plot.legend.columnCount)
+    listed = {plot.modules.item(i).text(): plot.modules.item(i).foreground().color().name()
+              for i in range(plot.modules.count())}
+    assert all(listed[m] == plot._curves[m].opts["pen"].color().name() for m in MODULES), listed

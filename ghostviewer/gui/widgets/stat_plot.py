@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
@@ -31,6 +32,7 @@ from ghostviewer.gui.models.timeline_model import TimelineModel
 
 LIVE_REDRAW_MS = 100  # at most ~10 redraws a second while the engine writes the run
 LEGEND_CHARS = 18
+LEGEND_ROW_PX = 14
 # Ten colours apart from each other on the dark background (Tableau 10, brightened), then hues beyond them.
 PALETTE = ("#5fa2e8", "#ffa64d", "#5fd35f", "#ff6b6b", "#c39bff", "#d6a37c", "#ff8fd6", "#cfcfcf", "#e0e060",
            "#4fe0f0")
@@ -169,6 +171,9 @@ class StatPlot(QSplitter):
         if no_finite_values([self.series.series(m, stat)[1] for m in modules]):
             self.no_finite.setText(f"all {stat} values NaN/Inf")
             self.no_finite.adjustSize()
+            box = self.plot.getPlotItem().getViewBox()
+            top = self.plot.mapFromScene(box.sceneBoundingRect().topLeft())  # below the legend, inside the curves
+            self.no_finite.move(top.x() + 6, top.y() + 4)
             self.no_finite.show()
         else:
             self.no_finite.hide()
@@ -284,6 +289,22 @@ class StatPlot(QSplitter):
         columns = max(1, min(len(items), int(room // max(widest, 1))))
         if columns != self.legend.columnCount:
             self.legend.setColumnCount(columns)
+        # A short plot: a legend of a third of its height or more would crowd the curves out; the module list
+        # says which colour is which instead (its checked names in their curves' colours).
+        rows = -(-len(items) // columns)
+        self.legend.setVisible(rows * LEGEND_ROW_PX < self.plot.height() / 3)
+        self._colour_list()
+
+    def _colour_list(self) -> None:
+        colours = {m: c.opts["pen"].color() for m, c in self._curves.items()}
+        self.modules.blockSignals(True)
+        for i in range(self.modules.count()):
+            item = self.modules.item(i)
+            colour = colours.get(item.text())
+            wanted = QBrush(colour) if colour is not None else QBrush()
+            if item.foreground() != wanted:
+                item.setForeground(wanted)
+        self.modules.blockSignals(False)
 
     def _sample(self, curve: pg.PlotDataItem) -> pg.GraphicsObject:
         """The legend's line sample of a curve (repainted when its colour changes)."""
