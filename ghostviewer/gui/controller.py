@@ -66,6 +66,7 @@ class RunController(QObject):
         self.replays.sigMessage.connect(self.sigMessage)
         self.replays.replayChecked.connect(self._on_replay_checked)  # first: the comparison shows the original
         self.replays.replayChecked.connect(self.sigReplayChecked)
+        self.replays.studyChanged.connect(lambda _path: self.history.refresh())
         self.bisects.sigMessage.connect(self.sigMessage)
         self.isolates.sigMessage.connect(self.sigMessage)
         self.exports.sigMessage.connect(self.sigMessage)

@@ -192,6 +192,7 @@ class MainWindow(QMainWindow):
         c.sigEngineState.connect(lambda state: self.engine_label.setText(ENGINE_WORDS.get(state, state)))
         s.reporter.sigReported.connect(lambda text: self.statusBar().showMessage(text, 15000))
         t.runChanged.connect(self._forget_anomaly_message)
+        t.runChanged.connect(lambda: self.history_panel.show_current(t.run_dir))
         self._tabs_pending = True  # the default layout is made at the first show (then the saved one restored)
         self._saved_layout = restore_geometry(self, s.settings)
         self._default_layout: QByteArray | None = None  # captured at the first show, for Reset layout

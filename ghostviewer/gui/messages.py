@@ -65,6 +65,7 @@ REPLAY_LABEL = "replay {k}/{n}"  # the queue row of one replay of a batch
 COMPARE_PICK_TWO = "Select two runs in the history (Ctrl+click the second) to compare them."
 COMPARE_NO_RUN = "Show a run first: it is run A of the comparison."
 # Bisection by bypass.
+REPLAY_STUDY_FAILED = "The replays go to the runs folder one by one: their study cannot be written ({message})."
 BISECT_BUSY = "A bisection is already running; cancel it first."
 BISECT_NOTHING = "Nothing to bisect: run {run_id} ended {status} with no bad verdict and no anomaly."
 BISECT_NOT_ENDED = "Run {run_id} is still running: bisect it once it has ended."

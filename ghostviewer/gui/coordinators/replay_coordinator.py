@@ -1,6 +1,8 @@
 """Replays: run a recorded run again N times with exactly its recorded settings and, when the last of those jobs
 has ended, compare each finished replay with the original (analysis.compare.compare_runs): "reproduced k/N",
-with the first divergence found."""
+with the first divergence found. Several replays are one `replay` study, as `ghostviewer replay --times N`
+makes: the original referenced where it lies, each replay written into the study's runs folder and added as it
+ends, the result "reproduced k/N" — so the history shows one study row, not N run rows."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.link.job_scheduler import JobScheduler
 from ghostviewer.gui.models.queue_model import Job
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.record import RecordError, RunRecord
+from ghostviewer.record import RecordError, RunRecord, StudyWriter
 
 log = logging.getLogger("ghostviewer.gui")
 
@@ -27,6 +29,7 @@ class ReplayBatch:
     seed: Any
     job_ids: tuple[int, ...]
     ended: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # job id: (status, run folder)
+    study: StudyWriter | None = None  # several replays: their study, open until the last one ends
 
 
 def check_replays(original: str, seed: Any, replays: list[str | None]) -> dict[str, Any]:
@@ -70,6 +73,7 @@ def describe_replays(result: dict[str, Any]) -> str:
 class ReplayCoordinator(QObject):
     sigMessage = Signal(str)
     replayChecked = Signal(dict)  # check_replays' result, once the batch's last job has ended
+    studyChanged = Signal(str)  # a replay study was made or finished (the history lists it)
 
     def __init__(self, scheduler: JobScheduler, timeline: TimelineModel, reporter: ErrorReporter,
                  parent: QObject | None = None) -> None:
@@ -93,8 +97,13 @@ class ReplayCoordinator(QObject):
             self.reporter.note(messages.NOT_A_RUN.format(path=run_dir, message=one_line(exc)))
             return []
         times = max(1, int(times))
-        jobs = self.scheduler.submit_many([settings] * times, replay_of=str(record.path))
-        self._batches.append(ReplayBatch(str(record.path), settings.get("seed"), tuple(j.id for j in jobs)))
+        study = self._open_study(record, settings, times) if times > 1 else None
+        jobs = self.scheduler.submit_many([settings] * times, replay_of=str(record.path),
+                                          runs_dir=None if study is None else str(study.runs_dir))
+        self._batches.append(ReplayBatch(str(record.path), settings.get("seed"), tuple(j.id for j in jobs),
+                                         study=study))
+        if study is not None:
+            self.studyChanged.emit(str(study.path))
         if times > 1:
             for k, job in enumerate(jobs, 1):
                 self.queue.update(job.id, extra={**job.extra, "label": messages.REPLAY_LABEL.format(k=k, n=times)})
@@ -102,6 +111,44 @@ class ReplayCoordinator(QObject):
         text = messages.REPLAY_QUEUED if times == 1 else messages.REPLAYS_QUEUED
         self.sigMessage.emit(text.format(seed=seed, times=times))
         return jobs
+
+    def _open_study(self, record: RunRecord, settings: dict[str, Any], times: int) -> StudyWriter | None:
+        """The replay study in the window's runs folder, the original in it (None, and said, when it cannot be
+        written: the replays then go to the runs folder as runs of their own)."""
+        try:
+            study = StudyWriter.create(self.scheduler.runs_dir(), "replay", {
+                "original": str(record.path), "times": times, "seed": settings.get("seed")}, total=times)
+            study.add_run(record.path, {"original": record.run_id}, role="original", summary=record.summary())
+        except (RecordError, OSError) as exc:
+            self.reporter.note(messages.REPLAY_STUDY_FAILED.format(message=one_line(exc)))
+            return None
+        return study
+
+    def _add_to_study(self, batch: ReplayBatch, job_id: int, status: str, run_dir: str | None) -> None:
+        if batch.study is None or run_dir is None:
+            return
+        k = batch.job_ids.index(job_id) + 1
+        try:
+            summary = RunRecord(run_dir).summary()
+            batch.study.add_run(run_dir, {"replay": k}, role="replay", summary={**summary, "status": status})
+            batch.study.set_progress(len(batch.ended))
+        except (RecordError, OSError) as exc:
+            log.warning("cannot add the replay %s to its study: %s", run_dir, one_line(exc))
+
+    def _finish_study(self, batch: ReplayBatch, result: dict[str, Any]) -> None:
+        if batch.study is None:
+            return
+        done = all(status == "done" for status, _run_dir in batch.ended.values())
+        report = {"reproduced": bool(result["reproduced"]), "times": result["times"],
+                  "reproduced_runs": result["reproduced_count"], "original": batch.original, "seed": batch.seed,
+                  "first_divergence": result.get("first_divergence"),
+                  "summary": f"reproduced {result['reproduced_count']}/{result['times']}"}
+        try:
+            batch.study.finish("done" if done else "cancelled", result=report)
+        except (RecordError, OSError) as exc:
+            log.warning("cannot finish the replay study %s: %s", batch.study.path, one_line(exc))
+        result["study_dir"] = str(batch.study.path)
+        self.studyChanged.emit(str(batch.study.path))
 
     def _batch(self, job_id: int) -> ReplayBatch | None:
         return next((b for b in self._batches if job_id in b.job_ids), None)
@@ -118,12 +165,14 @@ class ReplayCoordinator(QObject):
             return
         job = self.queue.job(job_id)
         batch.ended[job_id] = (status, job.run_dir if job is not None and status == "done" else None)
+        self._add_to_study(batch, job_id, status, job.run_dir if job is not None else None)
         if len(batch.ended) < len(batch.job_ids):
             return
         self._batches.remove(batch)
         ended = [batch.ended[i] for i in batch.job_ids]
         result = check_replays(batch.original, batch.seed, [run_dir for _status, run_dir in ended])
         result["statuses"] = [status for status, _run_dir in ended]
+        self._finish_study(batch, result)
         text = describe_replays(result)
         log.info("%s", text)
         self.sigMessage.emit(text)

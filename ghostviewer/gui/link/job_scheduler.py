@@ -81,8 +81,14 @@ class JobScheduler(QObject):
     def submit(self, settings: dict[str, Any], replay_of: str | None = None) -> Job:
         return self.submit_many([settings], replay_of)[0]
 
-    def submit_many(self, settings_list: list[dict[str, Any]], replay_of: str | None = None) -> list[Job]:
+    def submit_many(self, settings_list: list[dict[str, Any]], replay_of: str | None = None,
+                    runs_dir: str | None = None) -> list[Job]:
+        """Queue several jobs; `runs_dir`: where their runs go (a study's own runs folder) instead of the window's."""
         jobs = [self.queue.add(settings, replay_of=replay_of) for settings in settings_list]
+        if runs_dir is not None:
+            for job in jobs:
+                self.queue.update(job.id, extra={**job.extra, "runs_dir": runs_dir})
+            jobs = [self.queue.job(job.id) or job for job in jobs]
         self.tick()
         return jobs
 
@@ -193,7 +199,8 @@ class JobScheduler(QObject):
             if key == self.pipeline.key():
                 self.pipeline.set_status("loading")
         elif job is not None:
-            ident = self.engine.send("run", settings=job.settings, runs_dir=str(self.runs_dir()))
+            ident = self.engine.send("run", settings=job.settings,
+                                     runs_dir=str(job.extra.get("runs_dir") or self.runs_dir()))
             self._inflight = Command("run", ident, job_id=job.id)
             self.queue.update(job.id, status="running", step=0)
         self._publish()

@@ -85,6 +85,7 @@ class HistoryPanel(QWidget):
         self._thumbs: dict[str, QIcon] = {}  # final image path → its thumbnail (a final image never changes)
         self.replay_blocker: Callable[[str], str] | None = None  # why a run cannot be replayed now ("": it can)
         self.compare_from: str | None = None  # run A while the user picks run B
+        self.shown: str | None = None  # the run the window shows (its row is the current one)
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         top = QHBoxLayout()
         top.addWidget(self.filter)
@@ -120,6 +121,7 @@ class HistoryPanel(QWidget):
         expanded = {item.data(0, PATH_ROLE) for item in self._items() if item.isExpanded()}
         self.tree.blockSignals(True)
         self.tree.clear()
+        height = max(THUMB_PX + 2, self.tree.fontMetrics().height() + 6)  # one height for every row
         for row in self.model.rows:
             if isinstance(row, StudyEntry):
                 item = self._study_item(row)
@@ -127,6 +129,8 @@ class HistoryPanel(QWidget):
                 item = self._broken_item(row)
             else:
                 item = self._run_item(row)
+            for each in (item, *(item.child(j) for j in range(item.childCount()))):
+                each.setSizeHint(0, QSize(THUMB_PX, height))
             self.tree.addTopLevelItem(item)
             item.setExpanded(row.path in expanded)
         for item in self._items():
@@ -134,6 +138,8 @@ class HistoryPanel(QWidget):
                 self.tree.setCurrentItem(item)
         self.tree.blockSignals(False)
         self._apply_filter(self.filter.text())
+        if self.shown is not None:
+            self.show_current(self.shown)
 
     def thumbnail(self, path: str | None) -> QIcon | None:
         if not path:
@@ -214,6 +220,14 @@ class HistoryPanel(QWidget):
         item.setForeground(1, QBrush(QColor(state_colour(state))))
         return item
 
+    def row_count(self) -> int:
+        """Top-level rows in the tree (runs, studies, unreadable folders)."""
+        return self.tree.topLevelItemCount()
+
+    def shown_count(self) -> int:
+        """Top-level rows the filter leaves shown."""
+        return sum(not self.tree.topLevelItem(i).isHidden() for i in range(self.tree.topLevelItemCount()))
+
     # -- filtering and selection ------------------------------------------------------------------------
     def _apply_filter(self, text: str) -> None:
         needle = text.strip().lower()
@@ -239,6 +253,26 @@ class HistoryPanel(QWidget):
                     item.parent().setExpanded(True)
                 self.tree.setCurrentItem(item)
                 return
+
+    def show_current(self, path: str | None) -> None:
+        """The run shown in the window is the current row (scrolled to, its study opened), without opening it
+        again: the highlight never stays on another run (after Replay ×5 the new rows come above it)."""
+        self.shown = None if path is None else str(Path(path))
+        item = self._item_of(self.shown)
+        if item is None:
+            return
+        if item.parent() is not None:
+            item.parent().setExpanded(True)
+        self.tree.blockSignals(True)
+        self.tree.setCurrentItem(item)
+        self.tree.blockSignals(False)
+        self.tree.scrollToItem(item)
+
+    def _item_of(self, path: str | None) -> QTreeWidgetItem | None:
+        if path is None:
+            return None
+        wanted = Path(path)
+        return next((i for i in self._items() if Path(str(i.data(0, PATH_ROLE))) == wanted), None)
 
     def _on_current(self, item: QTreeWidgetItem | None, _previous: QTreeWidgetItem | None) -> None:
         if item is None or self._picked(item):
