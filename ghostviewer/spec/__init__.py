@@ -2,6 +2,6 @@
 one user-facing error. Standard library only: the GUI, the CLI, the engine, studies and bundles all read it."""
 
 from ghostviewer.spec.errors import SpecError, UserError
-from ghostviewer.spec.run_spec import DEFAULTS, RunSpec, names, resolve_seed, validate
+from ghostviewer.spec.run_spec import DEFAULTS, RunSpec, names, resolve_seed, validate, with_call_defaults
 
-__all__ = ["DEFAULTS", "RunSpec", "SpecError", "UserError", "names", "resolve_seed", "validate"]
+__all__ = ["DEFAULTS", "RunSpec", "SpecError", "UserError", "names", "resolve_seed", "validate", "with_call_defaults"]

@@ -94,6 +94,19 @@ def check_text(name: str, value: Any) -> None:
                             ) from None
 
 
+def check_strength(strength: Any, steps: int) -> None:
+    """img2img/inpaint strength: in (0, 1], and high enough that int(steps × strength) — the denoising steps diffusers
+    runs — is at least 1 (below that the pipeline runs no step, or raises an IndexError)."""
+    if not _number(strength) or not math.isfinite(strength) or not 0 < strength <= 1:
+        raise SettingsError(f"strength must be more than 0 and at most 1, not {strength!r}")
+    if isinstance(steps, int) and steps >= 1 and int(steps * strength) == 0:
+        needed = math.ceil(1 / strength)
+        while int(needed * strength) < 1:  # float rounding: the smallest count diffusers turns into one step
+            needed += 1
+        raise SettingsError(f"strength {strength:g} with {steps} steps runs int({steps} × {strength:g}) = 0 denoising "
+                            f"steps: raise the strength to at least {1 / steps:g} or the steps to at least {needed}")
+
+
 def check_bypass(specs: Iterable[Any], steps: int) -> None:
     """Each spec reads as MODULE[@START:END], and its range holds at least one of the run's steps."""
     for spec in specs:
@@ -134,6 +147,8 @@ def check_values(settings: Mapping[str, Any]) -> None:
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
             raise SettingsError(f"{key} must be a list, not {value!r}")
     check_bypass(settings.get("bypass", ()), settings["steps"] if "steps" in settings else 20)
+    if settings.get("strength") is not None:
+        check_strength(settings["strength"], settings.get("steps", 20))
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ with `from_record`, which keeps what it knows.
 from __future__ import annotations
 
 import difflib
+import os
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -25,7 +26,11 @@ LIST_FIELDS = ("bypass", "capture", "faults", "adapters")
 EXTRA_KEYS = ("memory_check", "config")  # kept in `extra` so records made before they were fields read the same
 # The call's kind and inputs: written into a record only when they differ from a plain text-to-image call of one
 # image, so records (and comparisons between them) of such calls read exactly as they always have.
-CALL_FIELDS = {"kind": "text2img", "batch": 1, "generator_device": "cpu", "strength": None}
+CALL_FIELDS = {"kind": "text2img", "batch": 1, "generator_device": "cpu", "strength": None, "init_image": None,
+               "mask": None}
+MADE_KINDS = ("text2img", "img2img", "inpaint")  # the kinds GhostViewer's own runs make (the others: watched calls)
+# diffusers' own defaults (StableDiffusionImg2ImgPipeline, …InpaintPipeline): filled in, and recorded, when unset.
+DEFAULT_STRENGTH = {"img2img": 0.8, "inpaint": 1.0}
 # Prompt-list columns (CONTRACT: prompt, negative, seed, steps, guidance; and width, height, scheduler) and the
 # fields they set.
 ROW_FIELDS = {"prompt": "prompt", "negative": "negative_prompt", "seed": "seed", "steps": "steps",
@@ -51,12 +56,18 @@ class RunSpec:
     capture_attention: bool = False  # cross-attention maps per token and self-attention entropy, every step
     source: str = "demo"
     extra: dict[str, Any] = field(default_factory=dict)  # memory_check, config (EXTRA_KEYS)
-    # The call (CALL_FIELDS): GhostViewer's own runs make text-to-image calls of one image on a CPU generator.
-    kind: str = "text2img"
-    batch: int = 1
+    # The call (CALL_FIELDS): a text-to-image call of one image on a CPU generator unless these say otherwise.
+    kind: str = "text2img"  # left at text2img with an init image: img2img (inpaint with a mask too)
+    batch: int = 1  # num_images_per_prompt
     generator_device: str = "cpu"
-    strength: float | None = None
+    strength: float | None = None  # img2img/inpaint; None: diffusers' default for the kind (DEFAULT_STRENGTH)
     adapters: tuple[str, ...] = ()
+    init_image: str | None = None  # an image file (img2img, inpaint); its pixels are recorded with the run
+    mask: str | None = None  # an image file the size of the init image: white is repainted (inpaint)
+
+    def __post_init__(self) -> None:
+        if self.kind == "text2img" and self.init_image is not None:
+            object.__setattr__(self, "kind", "inpaint" if self.mask is not None else "img2img")
 
     @property
     def memory_check(self) -> bool:
@@ -176,10 +187,38 @@ def validate(spec: RunSpec) -> None:
         raise SpecError(f"the generator device must be cpu or cuda, not {spec.generator_device!r}")
     if not isinstance(spec.batch, int) or isinstance(spec.batch, bool) or not 1 <= spec.batch <= 64:
         raise SpecError(f"batch must be a whole number from 1 to 64, not {spec.batch!r}")
-    # GhostViewer's own runs make text-to-image calls of one image; the other kinds are recorded from a user's own
-    # calls (a watched pipeline) and made by the engine once it can: never silently run as something else.
-    plain = {key: getattr(spec, key) for key in CALL_FIELDS} == CALL_FIELDS and not spec.adapters
-    if not plain:
-        different = [key for key, default in CALL_FIELDS.items() if getattr(spec, key) != default]
-        raise SpecError(f"GhostViewer cannot make this call itself yet ({', '.join(different or ['adapters'])}): "
+    if spec.init_image is not None and not isinstance(spec.init_image, str):
+        raise SpecError(f"init_image must be an image file's path, not {spec.init_image!r}")
+    if spec.mask is not None and not isinstance(spec.mask, str):
+        raise SpecError(f"mask must be an image file's path, not {spec.mask!r}")
+    # ControlNet and adapters are recorded from a user's own calls (a watched pipeline) and made by the engine once
+    # it can: never silently run as something else.
+    if spec.kind not in MADE_KINDS or spec.adapters:
+        what = spec.kind if spec.kind not in MADE_KINDS else "adapters"
+        raise SpecError(f"GhostViewer cannot make this call itself yet ({what}): "
                         "record it from your own code with ghostviewer.watch(pipe)")
+    if spec.kind == "text2img":
+        if spec.mask is not None:
+            raise SpecError("--mask needs --init-image: a mask says which part of the init image to repaint")
+        if spec.strength is not None:
+            raise SpecError(f"--strength {spec.strength} needs --init-image: it says how much of an init image "
+                            "to repaint")
+        return
+    if spec.init_image is None:  # a watched call's record: its images are in the record, not in a file
+        raise SpecError(f"an {spec.kind} run needs --init-image FILE"
+                        + (" and --mask FILE" if spec.kind == "inpaint" else ""))
+    if spec.kind == "inpaint" and spec.mask is None:
+        raise SpecError("an inpaint run needs --mask FILE (white: repaint, black: keep)")
+    if spec.kind == "img2img" and spec.mask is not None:
+        raise SpecError("an img2img run takes no mask (a mask makes it inpaint)")
+    for flag, path in (("--init-image", spec.init_image), ("--mask", spec.mask)):
+        if path is not None and not os.path.isfile(path):
+            raise SpecError(f"{flag} {path}: no such file" if not os.path.exists(path)
+                            else f"{flag} {path}: not a file")
+
+
+def with_call_defaults(spec: RunSpec) -> RunSpec:
+    """The spec with the strength diffusers would use for its kind filled in (img2img 0.8, inpaint 1.0)."""
+    if spec.strength is None and spec.kind in DEFAULT_STRENGTH:
+        return replace(spec, strength=DEFAULT_STRENGTH[spec.kind])
+    return spec
