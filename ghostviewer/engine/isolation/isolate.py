@@ -28,9 +28,9 @@ from ghostviewer.engine.isolation.rebuild import BuildSpec, build, choose_build
 from ghostviewer.engine.isolation.repro_text import readme, repro_script
 from ghostviewer.engine.isolation.user_source import hooks_report, processor_code
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
-from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
+from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, recorded_call
 from ghostviewer.engine.module_io import main_tensor
-from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
+from ghostviewer.engine.run.runner import CancelToken, RunFailed
 from ghostviewer.engine.tracing.blocks import iter_modules, phase_of, pipeline_components, resolve_module
 from ghostviewer.spec import RunSpec
 
@@ -56,8 +56,10 @@ def _step_for(module: str, step: int | None, anomaly: dict[str, Any] | None, ste
     return step
 
 
-def capture_call(loaded: LoadedPipeline, settings: RunSpec, config: InputCaptureConfig) -> CapturedCall:
-    """Re-run the recorded settings with the capture on; stops the run once the call is captured."""
+def capture_call(loaded: LoadedPipeline, settings: RunSpec, config: InputCaptureConfig,
+                 cache: PipelineCache | None = None) -> CapturedCall:
+    """Re-run the recorded settings (a watched run: its call re-issued, `cache.call`) with the capture on; stops the
+    run once the call is captured."""
     capture = InputCapture(config)
     token = CancelToken()
 
@@ -69,7 +71,7 @@ def capture_call(loaded: LoadedPipeline, settings: RunSpec, config: InputCapture
                      seed=int(settings.seed or 0), current_step=lambda: None)
     with tempfile.TemporaryDirectory(prefix="ghostviewer-isolate-") as runs, applied([capture], ctx):
         try:
-            execute_run(loaded, settings, Path(runs), token, progress)
+            (cache or PipelineCache()).execute(loaded, settings, Path(runs), token, progress)
         except RunFailed:
             pass  # the run broke later on; the call may still have been captured
     if capture.captured is None:
@@ -114,11 +116,11 @@ def isolate_module(
     if out.exists() and not out.is_dir():
         raise GhostError(f"{out} exists and is not a folder")
     record, settings = open_recorded(run_dir)
-    cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle)
-    loaded = pipeline if isinstance(pipeline, LoadedPipeline) else cache.get(settings)
+    cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle, call=recorded_call(record))
+    loaded = cache._for_call(pipeline) if isinstance(pipeline, LoadedPipeline) else cache.get(settings)
     target = find_module(loaded.pipe, module)
     config = InputCaptureConfig(module, _step_for(module, step, record.first_anomaly, settings.steps), call)
-    captured = capture_call(loaded, settings, config)
+    captured = capture_call(loaded, settings, config, cache)
     args, kwargs = name_arguments(target.forward, captured.args, captured.kwargs)
     encoded = encode_call(args, kwargs)
     words = RunContext(pipe=loaded.pipe, prompt=settings.prompt, negative_prompt="", seed=0,

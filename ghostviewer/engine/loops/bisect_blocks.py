@@ -60,7 +60,7 @@ from ghostviewer.analysis.symptom import Symptom, describe_anomaly
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.bisect_trials import BisectionCancelled, ProgressFn, Trials, quiet
 from ghostviewer.engine.loops.patch_run import default_reference, patch_with
-from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
+from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, recorded_call
 from ghostviewer.engine.loops.step_patch import patch_from_step
 from ghostviewer.engine.run.runner import CancelToken
 from ghostviewer.engine.tracing.blocks import discover_blocks
@@ -322,7 +322,7 @@ def bisect_run(
     if symptom is None:
         raise GhostError("nothing to bisect: the run is healthy")
     emit = on_progress or quiet
-    cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle)
+    cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle, call=recorded_call(record))
     bypassable = [b.module for b in discover_blocks(cache.get(settings).pipe) if b.bypassable]
     rows = record.stats()
     suspects = candidates(bypassable, record.modules(), rows, symptom.anomaly, _fully_bypassed(settings.bypass))

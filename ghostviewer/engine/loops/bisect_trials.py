@@ -16,7 +16,7 @@ from typing import Any
 from ghostviewer.analysis.baseline_store import recorded_channel_means
 from ghostviewer.analysis.symptom import Symptom, is_healthy, verdict_label
 from ghostviewer.engine.loops.recorded import PipelineCache
-from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
+from ghostviewer.engine.run.runner import CancelToken, RunFailed
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
 from ghostviewer.spec import RunSpec
 from ghostviewer.spec.bypass import BypassSpec, BypassSpecError
@@ -66,8 +66,8 @@ class Trials:
 
         with (around or (lambda _loaded: nullcontext()))(loaded):
             try:  # judged by the bad run's baseline when it had one (the same key: only bypasses differ)
-                result = execute_run(loaded, settings, self.study.runs_dir, self.cancel, forward,
-                                     baseline=self.symptom.baseline or "auto")
+                result = self.cache.execute(loaded, settings, self.study.runs_dir, self.cancel, forward,
+                                            baseline=self.symptom.baseline or "auto")
             except RunFailed as exc:
                 result = {"run_dir": str(exc.run_dir), "status": "failed", "error": str(exc)}
         status = str(result.get("status") or "done")

@@ -7,7 +7,7 @@ once per loop and not once per run (a CLI run spends seconds importing and loadi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +57,35 @@ def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSpec]:
         raise GhostError(f"run {run_dir} holds settings this GhostViewer cannot read: {exc}") from None
     if record.status in ("running", "interrupted"):
         raise GhostError(f"run {Path(run_dir).name} has not finished (still running, or killed): nothing to re-run")
-    _check_rerunnable(Path(run_dir).name, record.settings, settings)
+    if record.call:
+        _check_reissuable(Path(run_dir).name, record, settings)
+    else:
+        _check_rerunnable(Path(run_dir).name, record.settings, settings)
     return record, settings
+
+
+def recorded_call(record: RunRecord) -> Any:
+    """A watched run's call (engine/watch/reissue.py's RecordedCall), None for GhostViewer's own runs."""
+    from ghostviewer.engine.watch.reissue import RecordedCall
+
+    return RecordedCall.of(record)
+
+
+def _check_reissuable(name: str, record: RunRecord, settings: RunSpec) -> None:
+    """A watched run is re-run by re-issuing its recorded call, not from its settings: they need only hold the
+    values a re-run's own record takes (its kind, batch and strength are the call's)."""
+    from ghostviewer.engine.watch.reissue import RecordedCall
+
+    call = RecordedCall.of(record)
+    refusal = call.refusal() if call is not None else None
+    if refusal:
+        raise GhostError(f"run {name}: {refusal}")
+    plain = replace(settings, kind="text2img", batch=1, generator_device="cpu", strength=None, adapters=(),
+                    seed=max(0, settings.seed), steps=max(1, settings.steps))
+    try:
+        validate(plain)
+    except GhostError as exc:
+        raise GhostError(f"run {name} records settings that cannot run again: {exc}") from None
 
 
 def _check_rerunnable(name: str, recorded: Any, settings: RunSpec) -> None:
@@ -80,12 +107,14 @@ class PipelineCache:
 
     pipeline: Any = None  # an in-memory pipeline object: used as it is, never reloaded
     allow_pickle: bool = False
+    # A watched run's call (reissue.py's RecordedCall): every re-run re-issues it, on a pipeline of its class.
+    call: Any = None
     _loaded: dict[tuple[str, ...], LoadedPipeline] = field(default_factory=dict)
 
     def get(self, settings: RunSpec) -> LoadedPipeline:
         if self.pipeline is not None:
             if not self._loaded:
-                self._loaded[("memory", "", "")] = wrap_pipeline(self.pipeline)
+                self._loaded[("memory", "", "")] = self._for_call(wrap_pipeline(self.pipeline))
             return next(iter(self._loaded.values()))
         if settings.source.startswith("<in-memory"):
             raise GhostError(
@@ -93,8 +122,26 @@ class PipelineCache:
             )
         key = (settings.source, settings.device or "auto", settings.dtype or "", settings.config or "")
         if key not in self._loaded:
-            self._loaded[key] = load_pipeline(
+            self._loaded[key] = self._for_call(load_pipeline(
                 settings.source, settings.device or "auto", settings.dtype or None, self.allow_pickle,
                 config=settings.config,
-            )
+            ))
         return self._loaded[key]
+
+    def _for_call(self, loaded: LoadedPipeline) -> LoadedPipeline:
+        if self.call is None:
+            return loaded
+        from ghostviewer.engine.watch.reissue import as_recorded_class
+
+        return as_recorded_class(loaded, self.call)
+
+    def execute(self, loaded: LoadedPipeline, settings: RunSpec, runs_dir: Path, cancel: Any = None,
+                on_progress: Any = None, *, baseline: Any = "auto") -> dict[str, Any]:
+        """One re-run: GhostViewer's own call from the settings, or the watched call re-issued."""
+        if self.call is None:
+            from ghostviewer.engine.run.runner import execute_run
+
+            return execute_run(loaded, settings, runs_dir, cancel, on_progress, baseline=baseline)
+        from ghostviewer.engine.watch.reissue import reissue_run
+
+        return reissue_run(loaded, settings, self.call, runs_dir, cancel, on_progress, baseline=baseline)

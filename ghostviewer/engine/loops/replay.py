@@ -15,8 +15,8 @@ from typing import Any
 
 from ghostviewer.analysis.compare import compare_runs
 from ghostviewer.engine.errors import GhostError
-from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
-from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
+from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, recorded_call
+from ghostviewer.engine.run.runner import CancelToken, RunFailed
 from ghostviewer.record import StudyWriter
 from ghostviewer.record.types import PHASE_ORDER
 
@@ -53,7 +53,9 @@ def replay_run(
     if not isinstance(times, int) or isinstance(times, bool) or not 1 <= times <= MAX_TIMES:
         raise GhostError(f"--times must be between 1 and {MAX_TIMES}, not {times!r}")
     record, settings = open_recorded(run_dir)
-    loaded = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle).get(settings)
+    call = recorded_call(record)  # a watched run: its call is re-issued, as it was made
+    cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle, call=call)
+    loaded = cache.get(settings)
     emit = on_progress or (lambda _event: None)
     study = StudyWriter.create(
         Path(runs_dir) if runs_dir else record.path.parent,
@@ -70,7 +72,7 @@ def replay_run(
         for index in range(1, times + 1):
             emit({"event": "replay", "run": index, "times": times})
             try:
-                result = execute_run(loaded, settings, study.runs_dir, cancel)
+                result = cache.execute(loaded, settings, study.runs_dir, cancel)
             except RunFailed as exc:
                 result = {"run_dir": str(exc.run_dir), "status": "failed", "error": str(exc)}
             check = compare_runs(record.path, result["run_dir"])
@@ -106,6 +108,11 @@ def replay_run(
             "study_dir": str(study.path),
             "summary": f"reproduced {same}/{len(runs)}",
         }
+        if call is not None:
+            report["reissued"] = True  # the watched call made again, keyword for keyword
+            report["left_out"] = call.left_out  # what the record could not keep: the re-issued call lacks it
+            if call.left_out:
+                report["summary"] += f" (re-issued without {', '.join(call.left_out)}: not recorded)"
         status = "done" if len(runs) == times else "cancelled"
         study.finish(status, result=report)
     return report

@@ -1,0 +1,71 @@
+"""Everything downstream on a watched run, on the real demo pipeline: replay re-issues the recorded call (img2img,
+a batch, from the folder it was loaded from), bisection and isolation re-issue it where they re-run, and a watch
+study's summary rows (healthy calls not kept) are read, compared, inspected and exported without a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from diffusers import StableDiffusionImg2ImgPipeline
+from PIL import Image
+
+import ghostviewer
+from ghostviewer import api
+from ghostviewer.engine.errors import GhostError
+from ghostviewer.record import RunRecord
+from tests.engine.test_runner import assert_no_leftovers
+
+PROMPT = "a red circle on a blue background, top left"
+INIT = Image.fromarray(np.full((64, 64, 3), (200, 40, 40), np.uint8))
+
+
+def _watched(pipe, runs_dir: Path, **kwargs) -> dict:
+    with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
+        pipe(PROMPT, generator=torch.Generator().manual_seed(3), output_type="np", **kwargs)
+    (run,) = watcher.runs
+    return run
+
+
+def test_a_watched_img2img_call_replays_bit_identical_on_the_callers_pipeline(demo_loaded, runs_dir: Path) -> None:
+    pipe = StableDiffusionImg2ImgPipeline.from_pipe(demo_loaded.pipe)
+    run = _watched(pipe, runs_dir, image=INIT, strength=0.5, num_inference_steps=8)
+    report = api.replay(run["run_dir"], times=2, pipeline=pipe)
+    assert report["reproduced"] and report["reproduced_runs"] == 2 and report["first_divergence"] is None
+    assert report["reissued"] and report["left_out"] == []
+    again = RunRecord(report["runs"][0]["run_dir"])
+    assert again.call["kwargs"]["strength"] == 0.5 and again.settings["kind"] == "img2img"
+    assert [s.index for s in again.steps()] == [0, 1, 2, 3]
+    assert np.array_equal(np.asarray(Image.open(report["runs"][0]["run_dir"] + "/images/final.png")),
+                          np.asarray(Image.open(run["run_dir"] + "/images/final.png")))
+    assert_no_leftovers(pipe)
+
+
+def test_a_watched_batch_of_two_replays_from_the_folder_it_was_loaded_from(demo_loaded, runs_dir: Path) -> None:
+    run = _watched(demo_loaded.pipe, runs_dir, num_images_per_prompt=2, num_inference_steps=3)
+    assert RunRecord(run["run_dir"]).settings["source"].endswith("demo-pipeline")  # a folder: no pipeline= needed
+    report = api.replay(run["run_dir"], times=1)
+    assert report["reproduced"], report["first_divergence"]
+    assert len(RunRecord(report["runs"][0]["run_dir"]).verdicts) == 2
+
+
+def test_a_left_out_callback_is_said_and_an_in_memory_run_needs_its_pipeline(demo_loaded, runs_dir: Path) -> None:
+    pipe = StableDiffusionImg2ImgPipeline.from_pipe(demo_loaded.pipe)
+    pipe.register_to_config(_name_or_path="")  # as if built in memory: the record names no folder
+    run = _watched(pipe, runs_dir, image=INIT, strength=0.5, num_inference_steps=4,
+                   callback_on_step_end=lambda _p, _i, _t, tensors: tensors)
+    with pytest.raises(GhostError, match="pass the same object as pipeline="):
+        api.replay(run["run_dir"])
+    report = api.replay(run["run_dir"], pipeline=pipe)
+    assert report["left_out"] == ["callback_on_step_end"] and "not recorded" in report["summary"]
+    assert report["reproduced"]  # the callback returned the tensors unchanged
+
+
+def test_a_watched_call_without_a_generator_is_refused_in_one_line(demo_loaded, runs_dir: Path) -> None:
+    with ghostviewer.watch(demo_loaded.pipe, runs_dir=runs_dir) as watcher:
+        demo_loaded.pipe(PROMPT, num_inference_steps=2, output_type="np")
+    with pytest.raises(GhostError, match="no generator and no latents") as refused:
+        api.replay(watcher.runs[0]["run_dir"], pipeline=demo_loaded.pipe)
+    assert "\n" not in str(refused.value)
