@@ -20,6 +20,7 @@ from ghostviewer.engine.interventions.dtype_bridge import DtypeBridge
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loading.schedulers import set_scheduler
 from ghostviewer.engine.run.applied_settings import component_configs, refuse_unapplied
+from ghostviewer.engine.run.call_inputs import CallInputs, pipeline_for, read_inputs
 from ghostviewer.engine.run.record_buffer import BufferedWriter
 from ghostviewer.engine.run.recorder import (
     CancelToken,
@@ -32,7 +33,7 @@ from ghostviewer.engine.run.recorder import (
 )
 from ghostviewer.engine.run.settings import validate_for_pipeline
 from ghostviewer.engine.tracing.prompt_tokens import prompt_embeddings, prompt_tokens
-from ghostviewer.spec import RunSpec, resolve_seed, validate
+from ghostviewer.spec import RunSpec, resolve_seed, validate, with_call_defaults
 
 __all__ = ["CancelToken", "RunCancelled", "RunFailed", "build_call", "build_interventions", "execute_run",
            "prepare_settings"]
@@ -47,18 +48,22 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
     (when guidance is None): the settings as they will run."""
     if settings.guidance is None:
         settings = replace(settings, guidance=adapter_for(loaded.pipe).guidance)
+    settings = with_call_defaults(settings)  # img2img/inpaint: diffusers' strength for the kind, recorded
     validate(settings)
+    inputs = read_inputs(settings)  # the init image and mask, read and checked before anything runs
     refuse_unapplied(loaded, settings.dtype, None)  # an object in memory runs as it is: never record another dtype
     seed, note = resolve_seed(settings.seed)
     scheduler = set_scheduler(loaded.pipe, settings.scheduler)
     size = _native_size(loaded.pipe)
+    width, height = inputs.size(settings.width, settings.height) if inputs else (settings.width, settings.height)
     resolved = replace(
         settings,
         seed=seed,
         scheduler=scheduler,
-        width=settings.width or size,
-        height=settings.height or size,
+        width=width or size,
+        height=height or size,
         device=loaded.device,
+        **(inputs.paths() if inputs else {}),
     )
     validate_for_pipeline(loaded.pipe, loaded.device, resolved)  # capture patterns, the device's memory
     return resolved, [note] if note else []
@@ -129,17 +134,24 @@ def execute_run(
         interventions = build_interventions(loaded, settings)
         options = RecordOptions(tensors_every=max(1, int(tensors_every)), baseline=baseline, flight=flight,
                                 fingerprints=fingerprints, cancel=cancel, on_progress=on_progress)
-        return record_call(loaded, settings, build_call(loaded, settings), Path(runs_dir), interventions, notes,
+        # img2img/inpaint: the same components in diffusers' pipeline class for the kind (from_pipe: no reload),
+        # recorded as that pipeline, so its own probes (prepare_latents) and step count are what is traced
+        made = pipeline_for(loaded, settings.kind)
+        return record_call(made, settings, build_call(made, settings), Path(runs_dir), interventions, notes,
                            options)
     finally:
         loaded.pipe.scheduler = original_scheduler
 
 
 def build_call(loaded: LoadedPipeline, settings: RunSpec) -> PipelineCall:
-    """GhostViewer's own call, from the spec as it will run: a text-to-image call of one image on a CPU generator."""
+    """GhostViewer's own call, from the spec as it will run: its kind's inputs (the init image and mask, read again
+    from their files and recorded as PNG beside the run), `batch` images per prompt, on the spec's generator device.
+    `loaded` holds the pipeline for the kind (pipeline_for)."""
     pipe = loaded.pipe
     family = adapter_for(pipe)
     cache = None if loaded.source_kind == "memory" else loaded.prompt_cache  # an object may have been patched
+    inputs = read_inputs(settings) or CallInputs()
+    kind_kwargs = inputs.call_kwargs(settings)
 
     def invoke(observe: dict[str, Any]) -> Any:
         return pipe(
@@ -147,19 +159,21 @@ def build_call(loaded: LoadedPipeline, settings: RunSpec) -> PipelineCall:
             negative_prompt=family.negative_prompt(settings.negative_prompt),
             num_inference_steps=settings.steps,
             guidance_scale=settings.guidance,
-            width=settings.width,
-            height=settings.height,
-            generator=torch.Generator(device="cpu").manual_seed(settings.seed),
+            generator=torch.Generator(device=settings.generator_device).manual_seed(settings.seed),
+            num_images_per_prompt=settings.batch,
             output_type="np",
+            **kind_kwargs,
             **observe,
             **family.call_kwargs,
         )
 
     return PipelineCall(
         invoke=invoke,
-        images=lambda output: [output.images[0]],
+        images=lambda output: list(output.images[: settings.batch]),
         prompts=[settings.prompt],
         record_prompt=lambda writer: _record_prompt(pipe, settings.prompt, writer, cache),
+        samples=settings.batch if settings.batch > 1 else None,
+        save_inputs=inputs.save,
         environment={"component_configs": component_configs(pipe)},  # the scheduler as installed for this run
     )
 
