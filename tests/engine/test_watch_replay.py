@@ -69,3 +69,39 @@ def test_a_watched_call_without_a_generator_is_refused_in_one_line(demo_loaded, 
     with pytest.raises(GhostError, match="no generator and no latents") as refused:
         api.replay(watcher.runs[0]["run_dir"], pipeline=demo_loaded.pipe)
     assert "\n" not in str(refused.value)
+
+
+def test_bisect_of_a_watched_call_names_the_block_the_users_hook_makes_nan(demo_loaded, runs_dir: Path) -> None:
+    from ghostviewer.engine.tracing.blocks import resolve_module
+
+    pipe = StableDiffusionImg2ImgPipeline.from_pipe(demo_loaded.pipe)
+    hooked = "unet.mid_block.resnets.1.conv2"
+    handle = resolve_module(pipe, hooked).register_forward_hook(lambda _m, _a, out: out + float("nan"))
+    try:
+        run = _watched(pipe, runs_dir, image=INIT, strength=0.5, num_inference_steps=8)
+        assert run["first_anomaly"]["module"].startswith("unet.mid_block")
+        result = api.bisect(run["run_dir"], pipeline=pipe, runs_dir=runs_dir)
+    finally:
+        handle.remove()
+    assert result["culprit"] == "unet.mid_block.resnets.1", result["trail"]
+    trial = RunRecord(result["trail"][0]["run_dir"])
+    assert trial.call["kind"] == "img2img" and trial.settings["bypass"]  # the call re-issued, with a bypass
+    assert [s.index for s in trial.steps()] == [0, 1, 2, 3]  # strength 0.5 of 8 steps, as the call made
+    assert_no_leftovers(pipe)
+
+
+def test_isolate_captures_the_blocks_real_inputs_from_the_reissued_call(demo_loaded, runs_dir: Path,
+                                                                       tmp_path: Path) -> None:
+    from safetensors.numpy import load_file
+
+    pipe = StableDiffusionImg2ImgPipeline.from_pipe(demo_loaded.pipe)
+    run = _watched(pipe, runs_dir, image=INIT, strength=0.5, num_inference_steps=8)
+    result = api.isolate(run["run_dir"], module="unet.mid_block", step=1, out=tmp_path / "iso", pipeline=pipe)
+    assert result["rebuildable"] and result["step"] == 1
+    inputs = load_file(str(tmp_path / "iso" / "inputs.safetensors"))
+    assert next(v for v in inputs.values() if v.ndim == 4).shape[0] == 2  # the call's guided batch
+    # the block's output in the capture is the watched call's own at that step (the img2img call, re-issued)
+    (row,) = RunRecord(run["run_dir"]).stats("unet.mid_block", phase="denoise", step=1)
+    assert result["output"]["mean"] == pytest.approx(row.mean, rel=1e-5, abs=1e-6)
+    assert result["output"]["std"] == pytest.approx(row.std, rel=1e-4)
+    assert_no_leftovers(pipe)

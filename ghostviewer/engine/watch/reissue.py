@@ -77,9 +77,11 @@ class RecordedCall:
                 return f"the watched call's generator was on {generator['device']}: re-issue it on a machine with CUDA"
         return None
 
-    def keywords(self, device: str) -> dict[str, Any]:
-        """The call's keywords, rebuilt (fresh objects each time: a pipeline may change a tensor it was handed)."""
-        generators = [self._generator(g) for g in self.json.get("generators") or []]
+    def keywords(self, device: str, shift: int = 0) -> dict[str, Any]:
+        """The call's keywords, rebuilt (fresh objects each time: a pipeline may change a tensor it was handed).
+        `shift` != 0: each generator seeded afresh with its recorded seed + shift (a bisection's other-seed
+        reference), instead of its recorded state."""
+        generators = [self._generator(g, shift) for g in self.json.get("generators") or []]
         recorded = self.json.get("kwargs") or {}
         decoded = {name: self._decode(value, generators, device) for name, value in recorded.items()}
         return {name: value for name, value in decoded.items() if value is not _LEFT_OUT}
@@ -103,10 +105,17 @@ class RecordedCall:
         walk(self.json.get("kwargs") or {})
         return found
 
-    def _generator(self, entry: dict[str, Any]) -> torch.Generator:
+    def seed_shift(self, settings: RunSpec) -> int:
+        """How far the settings' seed is from the call's first generator's (0: the call as recorded)."""
+        generators = self.json.get("generators") or []
+        return int(settings.seed) - int(generators[0]["seed"]) if generators and settings.seed >= 0 else 0
+
+    def _generator(self, entry: dict[str, Any], shift: int = 0) -> torch.Generator:
         generator = torch.Generator(device=str(entry.get("device") or "cpu"))
         state = self.tensors.get(str(entry.get("state")))
-        if state is not None:
+        if shift:
+            generator.manual_seed(int(entry["seed"]) + shift)
+        elif state is not None:
             generator.set_state(torch.from_numpy(np.array(state, dtype=np.uint8, copy=True)))
         else:
             generator.manual_seed(int(entry["seed"]))
@@ -209,14 +218,14 @@ def recorded_scheduler(pipe: Any, call: RecordedCall) -> Iterator[None]:
         pipe.scheduler = current
 
 
-def reissue_call(loaded: LoadedPipeline, call: RecordedCall) -> PipelineCall:
+def reissue_call(loaded: LoadedPipeline, call: RecordedCall, shift: int = 0) -> PipelineCall:
     """The recorded call as a PipelineCall for the recorder (inputs written into the re-run's record too)."""
     from ghostviewer.engine.run.runner import _record_prompt
     from ghostviewer.engine.watch.watcher import _expected_images, _latent_verdict
 
     pipe = loaded.pipe
     function = unwatched_call(pipe)
-    kwargs = call.keywords(str(loaded.device))
+    kwargs = call.keywords(str(loaded.device), shift)
     defaults = signature_defaults(function)
     output_type = kwargs.get("output_type", defaults.get("output_type", "pil"))
     samples = _expected_images(kwargs, defaults)
@@ -274,12 +283,14 @@ def reissue_run(
         raise GhostError(refusal)
     loaded = as_recorded_class(loaded, call)
     interventions = build_interventions(loaded, settings)
-    notes = [f"re-issued the watched call of {call.run_dir.name}"]
+    shift = call.seed_shift(settings)
+    notes = [f"re-issued the watched call of {call.run_dir.name}"
+             + (f", its generators seeded {shift:+d} from the recorded seeds" if shift else "")]
     if call.left_out:
         notes.append(f"left out (not recorded): {', '.join(call.left_out)}")
     options = RecordOptions(baseline=baseline, cancel=cancel, on_progress=on_progress)
     with recorded_scheduler(loaded.pipe, call):
-        result = record_call(loaded, settings, reissue_call(loaded, call), Path(runs_dir), interventions, notes,
-                             options)
+        result = record_call(loaded, settings, reissue_call(loaded, call, shift), Path(runs_dir), interventions,
+                             notes, options)
     result["left_out"] = call.left_out
     return result
