@@ -50,8 +50,15 @@ def run(
     memory_check: bool = True,
     reference: Any = None,
     baseline: str | Path | None = None,
+    init_image: str | Path | None = DEFAULTS.init_image,
+    strength: float | None = DEFAULTS.strength,
+    mask: str | Path | None = DEFAULTS.mask,
+    batch: int = DEFAULTS.batch,
+    generator_device: str = DEFAULTS.generator_device,
 ) -> dict[str, Any]:
     """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image).
+    `init_image` (a file) makes it img2img at `strength`, with `mask` (a file) inpaint; `batch` images per prompt
+    (`images` and `verdicts` one each); `generator_device` where the seed's noise is drawn.
     `guidance=None`: the pipeline family's usual guidance (7.5 for SD and the demo; recorded as used).
     `memory_check=False` runs a size the memory estimate refuses (engine/run/settings.py).
     `reference`: a known-good pipeline (any source) run on the same call; `baseline`: a baseline file to judge
@@ -61,6 +68,8 @@ def run(
         height=height, scheduler=scheduler, device=device, dtype=dtype, bypass=names(bypass), capture=names(capture),
         faults=names(faults), trace_depth=trace_depth, capture_attention=capture_attention,
         extra={} if memory_check else {"memory_check": False},
+        init_image=None if init_image is None else str(init_image), strength=strength,
+        mask=None if mask is None else str(mask), batch=batch, generator_device=generator_device,
     )
     return run_spec(source, spec, runs_dir=runs_dir, allow_pickle=allow_pickle, config=config,
                     on_progress=on_progress, reference=reference, baseline=baseline)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ghostviewer.spec import DEFAULTS
-from ghostviewer.spec.run_spec import TRACE_DEPTHS
+from ghostviewer.spec.run_spec import GENERATOR_DEVICES, TRACE_DEPTHS
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -37,6 +37,13 @@ SPEC_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "--trace-depth": ("trace_depth", {"choices": TRACE_DEPTHS}),
     "--capture-attention": ("capture_attention", {"action": "store_true",
                                                   "help": "record cross-attention maps per token"}),
+    "--init-image": ("init_image", {"metavar": "FILE", "help": "img2img from this image (inpaint with --mask)"}),
+    "--strength": ("strength", {"type": float, "help": "img2img/inpaint: how much to repaint, in (0, 1] "
+                                "(default: diffusers' 0.8 for img2img, 1.0 for inpaint)"}),
+    "--mask": ("mask", {"metavar": "FILE", "help": "inpaint: white repaints, black keeps; the init image's size"}),
+    "--batch": ("batch", {"type": int, "metavar": "N", "help": "images per prompt (num_images_per_prompt)"}),
+    "--generator-device": ("generator_device", {"choices": GENERATOR_DEVICES,
+                                                "help": "where the seed's noise is drawn (default cpu)"}),
 }
 
 

@@ -20,7 +20,8 @@ from ghostviewer.cli.common import (
 from ghostviewer.spec import DEFAULTS, RunSpec
 
 RUN_FLAGS = ("--negative", "--seed", "--steps", "--guidance", "--width", "--height", "--scheduler", "--dtype",
-             "--device", "--bypass", "--capture", "--fault", "--trace-depth", "--capture-attention")
+             "--device", "--bypass", "--capture", "--fault", "--trace-depth", "--capture-attention",
+             "--init-image", "--strength", "--mask", "--batch", "--generator-device")
 DEMO_PROMPT = "a red circle on a blue background, top left"
 
 
