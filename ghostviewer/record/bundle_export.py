@@ -64,7 +64,10 @@ class _Member:
 # -- what goes in -----------------------------------------------------------------------------------
 def _records(run_dirs: Iterable[str | Path]) -> list[RunRecord]:
     records: list[RunRecord] = []
-    for run_dir in run_dirs:
+    from .study_reader import study_member_dirs  # a study exports the runs it holds whole
+
+    dirs = [d for run_dir in run_dirs for d in (study_member_dirs(run_dir) or [run_dir])]
+    for run_dir in dirs:
         record = RunRecord(run_dir)  # RecordError (one line) when it is not a readable run
         if any(r.run_id == record.run_id for r in records):
             raise BundleError(f"two runs share the id {record.run_id}; a bundle holds each run once")

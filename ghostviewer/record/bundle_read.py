@@ -54,7 +54,10 @@ def _refuse_constant(name: str) -> Any:
 
 def _open_zip(path: Path) -> zipfile.ZipFile:
     if not path.is_file():
-        raise BundleError(f"{'not a bundle file' if path.exists() else 'no such bundle'}: {path}")
+        from .study_reader import not_kept_reason
+
+        raise BundleError(not_kept_reason(path) or f"{'not a bundle file' if path.exists() else 'no such bundle'}: "
+                          f"{path}")
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:

@@ -303,7 +303,9 @@ class StoreRecord:
         if path.name == fmt.db_name and path.is_file():
             path = path.parent
         if not path.is_dir():
-            raise RecordError(f"not a folder: {path}")
+            from .study_reader import not_kept_reason  # a watch study's summary row: say so
+
+            raise RecordError(not_kept_reason(path) or f"not a folder: {path}")
         db = path / fmt.db_name
         if not db.is_file():
             raise RecordError(f"not a GhostViewer {fmt.noun} (no {fmt.db_name}): {path}")

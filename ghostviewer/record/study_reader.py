@@ -26,6 +26,15 @@ class StudyRun:
     first_anomaly: dict[str, Any] | None
     note: str = field(default="")
 
+    @property
+    def kept(self) -> bool:
+        """False for a summary row (a watched call whose full record was not kept): its run_dir does not exist."""
+        return self.role != SUMMARY_ROLE and self.run_dir.is_dir()
+
+
+SUMMARY_ROLE = "summary"  # a watch study's row of a call not kept (keep="anomalies", every Nth, ring, max_bytes)
+NOT_KEPT = "summary only: not kept"
+
 
 class StudyRecord(StoreRecord):
     """A study folder opened read-only. Each query sees the latest committed state of the study."""
@@ -89,6 +98,10 @@ class StudyRecord(StoreRecord):
             for position, key, role, run_dir, status, verdict, anomaly, note in rows
         ]
 
+    def kept_runs(self) -> list[StudyRun]:
+        """The child runs whose records exist (a watch study's summary rows left out)."""
+        return [run for run in self.runs() if run.kept]
+
     def events(self, kind: str | None = None) -> list[Event]:
         sql = "SELECT t, level, kind, message, data FROM events"
         params: tuple[Any, ...] = ()
@@ -112,10 +125,46 @@ class StudyRecord(StoreRecord):
             "error": meta.get("error"),
             "runs": [
                 {"position": r.position, "key": r.key, "role": r.role, "run_dir": str(r.run_dir),
-                 "status": r.status, "verdict": r.verdict, "first_anomaly": r.first_anomaly, "note": r.note}
+                 "status": r.status, "verdict": r.verdict, "first_anomaly": r.first_anomaly, "note": r.note,
+                 "kept": r.kept}
                 for r in self.runs()
             ],
         }
 
     def __repr__(self) -> str:
         return f"StudyRecord({str(self.path)!r})"
+
+
+def not_kept_reason(path: str | Path) -> str | None:
+    """One line when `path` is the run folder of a watch study's summary row (a call recorded as a row only, its
+    full record not kept); None otherwise. Readers say this instead of "not a folder"."""
+    path = Path(path)
+    parent = path.parent
+    if path.exists() or parent.name != sschema.RUNS_FOLDER:
+        return None
+    try:
+        study = StudyRecord(parent.parent)
+        row = next((r for r in study.runs() if r.run_dir == path), None)
+    except (RecordError, OSError):
+        return None
+    if row is None or row.role != SUMMARY_ROLE:
+        return None
+    what = ", ".join(f"{k} {v}" for k, v in row.key.items()) or path.name
+    detail = ", ".join(x for x in (row.note.removeprefix("not kept").strip(" ()"), f"verdict {row.verdict}") if x)
+    return f"{what} of {study.kind} study {study.study_id}: {NOT_KEPT} ({detail}); keep='all' keeps every full record"
+
+
+def study_member_dirs(path: str | Path) -> list[Path] | None:
+    """The run folders a study holds whole, in order (summary rows skipped); None when `path` is not a study.
+    RecordError when it holds none (every row summary only)."""
+    path = Path(path)
+    if not (path / sschema.STUDY_FORMAT.db_name).is_file():
+        return None
+    study = StudyRecord(path)
+    runs = study.runs()
+    kept = [r.run_dir for r in runs if r.kept]
+    if not kept:
+        rows = sum(1 for r in runs if r.role == SUMMARY_ROLE)
+        raise RecordError(f"{study.kind} study {study.study_id} holds no full record: "
+                          f"{rows} row(s), {NOT_KEPT}")
+    return kept

@@ -105,3 +105,30 @@ def test_isolate_captures_the_blocks_real_inputs_from_the_reissued_call(demo_loa
     assert result["output"]["mean"] == pytest.approx(row.mean, rel=1e-5, abs=1e-6)
     assert result["output"]["std"] == pytest.approx(row.std, rel=1e-4)
     assert_no_leftovers(pipe)
+
+
+def test_a_watch_studys_summary_rows_are_read_compared_inspected_and_exported(demo_loaded, runs_dir: Path,
+                                                                             tmp_path: Path) -> None:
+    from ghostviewer.cli import main
+    from ghostviewer.record import StudyRecord, list_entries
+
+    pipe = demo_loaded.pipe
+    with ghostviewer.watch(pipe, runs_dir=runs_dir, keep="anomalies") as watcher:
+        pipe(PROMPT, num_inference_steps=20, generator=torch.Generator().manual_seed(3), output_type="np")
+        pipe(PROMPT, num_inference_steps=2, output_type="np", latents=torch.full((1, 4, 16, 16), float("nan")))
+    study = StudyRecord(watcher.summary()["study_dir"])
+    summary_row, member = study.runs()
+    assert summary_row.role == "summary" and not summary_row.kept and member.kept
+    assert [r.run_dir for r in study.kept_runs()] == [member.run_dir]
+    assert [r["kept"] for r in study.summary()["runs"]] == [False, True]
+    assert [e.path for e in list_entries(runs_dir)] == [study.path]
+    for call in (lambda: api.compare(summary_row.run_dir, member.run_dir),
+                 lambda: api.export([summary_row.run_dir], tmp_path / "a.zip"),
+                 lambda: api.inspect(summary_row.run_dir)):
+        with pytest.raises(Exception, match="summary only: not kept") as refused:
+            call()
+        assert "call 0 of watch study" in str(refused.value) and "\n" not in str(refused.value)
+    bundle = api.export(study.path, tmp_path / "study.zip")  # the study's full records: the summary row skipped
+    assert [r["run_dir"] for r in bundle["runs"]] == [str(member.run_dir)]
+    assert api.inspect(bundle["bundle"])["runs"]
+    assert main(["compare", str(summary_row.run_dir), str(member.run_dir)]) == 2  # a usage error, no traceback
