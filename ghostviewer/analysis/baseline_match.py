@@ -8,7 +8,8 @@ class, components, classes and structures), saying how it differs:
 - other weights (a fine-tune, a merged LoRA, a swapped VAE, a conversion): judged with the architecture margins,
   calibrated on a differently-trained healthy copy of the demo (benchmarks/false_alarms_architecture.py);
 - another config value that keeps the structure (a VAE scaling factor): listed;
-- other steps: compared on normalised denoising time (step k of K in the bucket of k/K);
+- other steps: compared on normalised denoising time (step k of K in the bucket of k/K, its neighbours' limits
+  included) within STEPS_RATIO of the baseline's; further apart, only the text encoder;
 - another size: compared on per-pixel statistics (mean, std, per-channel means, the image's colour statistics;
   not absmax, which grows with the pixel count), where the outputs' shapes differ only in their size;
 - another scheduler: the denoising steps are not compared (another sampler walks another path); encode, decode
@@ -33,6 +34,10 @@ ARCH_MARGIN = 6.0
 ARCH_CHANNEL_MARGIN = 6.0
 ARCH_COLOUR_MARGIN = 3.0
 ALL_PHASES = frozenset({"encode", "denoise", "decode", "image"})
+# Run steps / baseline steps within which denoising is compared on normalised time. Measured on the demo against its
+# 20-step baseline (benchmarks/false_alarms_architecture.py --demo-steps): 30 steps 0 drift alarms in 20 runs, 10
+# steps 1 (pipeline.noise_pred), 3 steps a drift at scheduler.step in most runs.
+STEPS_RATIO = (2 / 3, 1.5)
 MAX_CONFIG_DIFFERENCES = 4  # config keys listed per component
 
 
@@ -98,9 +103,10 @@ def _size(settings: Mapping[str, Any]) -> str:
 
 
 def plan_match(baseline: Baseline, identity: Mapping[str, Any] | None, architecture: Mapping[str, Any],
-               settings: Mapping[str, Any]) -> MatchPlan | str:
-    """How `baseline` would judge a run of this pipeline (identity: its weight hashes, None when unknown) at these
-    baseline settings (analysis.baseline.settings_of); a one-line reason when it cannot."""
+               settings: Mapping[str, Any], unknown_weights: str = "a pipeline object in memory") -> MatchPlan | str:
+    """How `baseline` would judge a run of this pipeline (identity: its weight hashes, None when unknown, and
+    `unknown_weights` why) at these baseline settings (analysis.baseline.settings_of); a one-line reason when it
+    cannot."""
     same_weights = identity is not None and dict(identity) == dict(baseline.identity)
     differences: list[str] = []
     if not same_weights:
@@ -111,7 +117,7 @@ def plan_match(baseline: Baseline, identity: Mapping[str, Any] | None, architect
         theirs = dict(baseline.identity.get("weight_hashes") or {})
         differing = [c for c in sorted(set(ours) | set(theirs)) if ours.get(c) != theirs.get(c)]
         if not ours:
-            differences.append("weights unknown (a pipeline object in memory): judged as other weights")
+            differences.append(f"weights unknown ({unknown_weights}): judged as other weights")
         differences += [f"weights of {c} differ from the baseline's" for c in differing if ours]
         differences += _config_differences(baseline.architecture, architecture)
     built = baseline.settings
@@ -128,7 +134,13 @@ def plan_match(baseline: Baseline, identity: Mapping[str, Any] | None, architect
                            "compared (another sampler walks another path)")
     if settings.get("steps") != built.get("steps"):
         run_steps = int(settings.get("steps") or 1)
-        differences.append(f"steps {settings.get('steps')} vs {built.get('steps')}: compared on normalised time")
+        ratio = run_steps / max(int(built.get("steps") or 1), 1)
+        if STEPS_RATIO[0] <= ratio <= STEPS_RATIO[1]:
+            differences.append(f"steps {settings.get('steps')} vs {built.get('steps')}: compared on normalised time")
+        else:
+            phases &= {"encode"}
+            differences.append(f"steps {settings.get('steps')} vs {built.get('steps')}: too far apart for normalised "
+                               "time (another path to another image): only the text encoder compared")
     if (settings.get("width"), settings.get("height")) != (built.get("width"), built.get("height")):
         per_pixel = True
         differences.append(f"size {_size(settings)} vs {_size(built)}: compared on per-pixel statistics "
@@ -181,13 +193,14 @@ class BaselineChoice:
 
 
 def nearest(candidates: Iterable[Baseline], identity: Mapping[str, Any] | None, architecture: Mapping[str, Any],
-            settings: Mapping[str, Any]) -> tuple[BaselineChoice | None, list[str]]:
+            settings: Mapping[str, Any], unknown_weights: str = "a pipeline object in memory"
+            ) -> tuple[BaselineChoice | None, list[str]]:
     """The nearest usable baseline among `candidates` (exact first, then fewest phases left out, fewest settings
     and weights that differ), and the reasons the others of the same pipeline class were not used."""
     best: tuple[tuple[int, int, int], Baseline, MatchPlan] | None = None
     refused: list[str] = []
     for baseline in candidates:
-        plan = plan_match(baseline, identity, architecture, settings)
+        plan = plan_match(baseline, identity, architecture, settings, unknown_weights)
         if isinstance(plan, str):
             if baseline.identity.get("class") == architecture.get("class"):
                 refused.append(f"{Path(str(baseline.path)).name if baseline.path else baseline.key}: {plan}")

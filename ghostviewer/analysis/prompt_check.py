@@ -28,7 +28,11 @@ from ghostviewer.demo import colour_check, shapes
 
 _WORD = re.compile(r"[a-z]+")
 MIN_STEPS = 10  # below this many denoising steps the demo does not draw its colours reliably
-CAST_LEVELS = 24.0  # a named background this far (0-255 levels, one channel) from its palette colour: a cast
+# A colour cast moves every colour the same way; a healthy model's colour errors are each colour's own. In 0-255
+# levels, one channel: background and shape both this far off their palette colours, the same way (CAST_LEVELS), or
+# — no shape to read — the background alone (BACKGROUND_CAST_LEVELS).
+CAST_LEVELS = 36.0  # healthy worst 27 (a fine-tuned demo: a red background drawn orange-ish), the demo's own 20
+BACKGROUND_CAST_LEVELS = 40.0
 
 
 @dataclass(frozen=True)
@@ -87,15 +91,10 @@ def prompt_check(image: np.ndarray, prompt: str) -> dict[str, object] | None:
             found = reading.foreground or "nothing"
             misses.append(f"the shape reads {found}, the prompt asks for {named.shape}")
     count = int(named.shape is not None) + int(named.background is not None)
-    cast = None
-    if named.background is not None and reading.background == named.background:
-        channel = int(np.argmax(np.abs(reading.background_offset)))
-        level = reading.background_offset[channel]
-        if abs(level) > CAST_LEVELS:
-            cast = (f"the {named.background} background is {level:+.0f} levels off its colour in "
-                    f"{'RGB'[channel]} (a colour cast)")
+    cast, shift = _cast(named, reading)
     return {
         "cast": cast,
+        "colour_shift": shift,
         "background_offset": [round(v, 1) for v in reading.background_offset],
         "ok": not misses,
         "score": len(misses) / count,
@@ -104,3 +103,26 @@ def prompt_check(image: np.ndarray, prompt: str) -> dict[str, object] | None:
         "named": {"shape": named.shape, "background": named.background},
     }
 
+
+
+def _cast(named: NamedColours, reading: colour_check.ColourReading) -> tuple[str | None, float | None]:
+    """(why the image reads as cast, or None; the shift measured, in levels: shared by the background and the shape
+    where both read as named, else the background's own; None when the background is not the one named)."""
+    if named.background is None or reading.background != named.background:
+        return None, None
+    bg = reading.background_offset
+    fg = reading.foreground_offset
+    if fg is not None and reading.foreground is not None and named.shape in (None, reading.foreground):
+        joint = [min(abs(b), abs(f)) * (1 if b > 0 else -1) if b * f > 0 else 0.0 for b, f in zip(bg, fg)]
+        channel = int(np.argmax(np.abs(joint)))
+        level = joint[channel]
+        if abs(level) > CAST_LEVELS:
+            return (f"background and shape both {level:+.0f} levels off their colours in {'RGB'[channel]} "
+                    "(a colour cast)"), round(abs(level), 1)
+        return None, round(abs(level), 1)
+    channel = int(np.argmax(np.abs(bg)))
+    level = bg[channel]
+    if abs(level) > BACKGROUND_CAST_LEVELS:
+        return f"the {named.background} background is {level:+.0f} levels off its colour in {'RGB'[channel]} " \
+               "(a colour cast)", round(abs(level), 1)
+    return None, None

@@ -54,8 +54,9 @@ def verdict_in_context(
             scores["off_prompt"] = float(check["score"])  # type: ignore[arg-type]
             if not check["ok"]:
                 reasons.append(("off_prompt", str(check["reason"])))
+            if check.get("colour_shift") is not None:
+                scores["colour_shift"] = float(check["colour_shift"])  # type: ignore[arg-type]
             if check.get("cast"):
-                scores["background_offset"] = max(abs(v) for v in check["background_offset"])  # type: ignore[union-attr]
                 reasons.append(("color_cast", str(check["cast"])))
     if verdict.get("label") == "ok" and reasons:
         label = "color_cast" if any(kind == "color_cast" for kind, _ in reasons) else "off_prompt"

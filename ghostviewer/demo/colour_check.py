@@ -4,7 +4,8 @@ Every pixel is labelled with its nearest palette colour. The background is the c
 border; the shape colour is the commonest label among the other pixels. `background_offset`: how far, per RGB
 channel in 0-255 levels, the border pixels read as background sit from their palette colour (the median: a
 shape that bleeds into the border does not move it) — the demo
-draws flat palette colours, so a cast (a shifted decoder bias) shows there even when every label is still right.
+draws flat palette colours, so a cast (a shifted decoder bias) shows there even when every label is still right;
+`foreground_offset` is the same for the shape.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ColourReading:
     foreground: str | None
     foreground_fraction: float
     background_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    foreground_offset: tuple[float, float, float] | None = None  # the same for the pixels read as the shape
 
 
 def label_pixels(image: np.ndarray) -> np.ndarray:
@@ -46,4 +48,7 @@ def read_colours(image: np.ndarray, min_foreground: float = 0.03) -> ColourReadi
     if fraction < min_foreground:
         return ColourReading(_NAMES[background], None, fraction, offsets)
     foreground = int(np.bincount(rest, minlength=len(_NAMES)).argmax())
-    return ColourReading(_NAMES[background], _NAMES[foreground], fraction, offsets)
+    shape = np.median(image.reshape(-1, 3)[labels.reshape(-1) == foreground].astype(np.float32), axis=0)
+    shape -= _COLOURS[foreground]
+    return ColourReading(_NAMES[background], _NAMES[foreground], fraction, offsets,
+                         (float(shape[0]), float(shape[1]), float(shape[2])))

@@ -87,16 +87,21 @@ def test_another_structure_or_none_recorded_is_refused_with_a_reason(tmp_path: P
 
 def test_other_steps_are_compared_on_normalised_time(tmp_path: Path) -> None:
     baseline = load_baseline(_baseline(tmp_path))
-    plan = plan_match(baseline, IDENTITY, ARCH, {**SETTINGS, "steps": 8})
-    assert not isinstance(plan, str) and plan.run_steps == 8
-    assert "steps 8 vs 4: compared on normalised time" in plan.differences
+    plan = plan_match(baseline, IDENTITY, ARCH, {**SETTINGS, "steps": 6})
+    assert not isinstance(plan, str) and plan.run_steps == 6
+    assert "steps 6 vs 4: compared on normalised time" in plan.differences
     view = judging_view(baseline, plan)
+    assert [view.bucket(k) for k in range(6)] == [0, 0, 1, 2, 2, 3]
     rng = np.random.default_rng(5)
-    healthy = _run(rng, steps=8)
-    assert all(view.drift(row) is None for row in healthy)  # step 6 of 8 is judged where step 3 of 4 is
-    sick = _run(rng, steps=8, gain=1.6)
-    assert any(view.drift(row) is not None for row in sick)
-    assert all(baseline.drift(row) is None for row in healthy[6:])  # without the view: steps 4-7 have no bucket
+    assert all(view.drift(row) is None for row in _run(rng, steps=6))  # step 4 of 6 is judged where step 2-3 of 4 is
+    assert any(view.drift(row) is not None for row in _run(rng, steps=6, gain=1.6))
+
+
+def test_steps_too_far_apart_leave_only_the_text_encoder(tmp_path: Path) -> None:
+    baseline = load_baseline(_baseline(tmp_path))
+    plan = plan_match(baseline, IDENTITY, ARCH, {**SETTINGS, "steps": 2})
+    assert not isinstance(plan, str) and plan.phases == {"encode"}
+    assert "too far apart for normalised time" in plan.differences[0]
 
 
 def test_another_size_is_compared_on_per_pixel_statistics(tmp_path: Path) -> None:
@@ -127,7 +132,7 @@ def test_scheduler_and_guidance_refuse_what_they_change(tmp_path: Path) -> None:
 
 def test_nearest_prefers_exact_then_fewest_refusals(tmp_path: Path) -> None:
     exact = load_baseline(_baseline(tmp_path, "exact.json"))
-    other_steps = load_baseline(_baseline(tmp_path, "steps.json", settings={**SETTINGS, "steps": 8}))
+    other_steps = load_baseline(_baseline(tmp_path, "steps.json", settings={**SETTINGS, "steps": 5}))
     other_scheduler = load_baseline(_baseline(tmp_path, "sched.json", settings={**SETTINGS, "scheduler": "euler"}))
     foreign = load_baseline(_baseline(tmp_path, "foreign.json", architecture={**ARCH, "components": {}}))
     choice, _ = nearest([other_scheduler, exact, other_steps], IDENTITY, ARCH, SETTINGS)
@@ -135,7 +140,7 @@ def test_nearest_prefers_exact_then_fewest_refusals(tmp_path: Path) -> None:
     choice, refused = nearest([other_scheduler, other_steps, foreign], OTHER_VAE, ARCH, SETTINGS)
     assert choice is not None and choice.source is other_steps
     assert choice.to_json()["match"] == "architecture" and choice.to_json()["file"].endswith("steps.json")
-    assert "weights of vae differ" in choice.describe() and "steps 4 vs 8" in choice.describe()
+    assert "weights of vae differ" in choice.describe() and "steps 4 vs 5" in choice.describe()
     assert any(r.startswith("foreign.json") for r in refused)
     assert nearest([foreign], OTHER_VAE, ARCH, SETTINGS)[0] is None
 
@@ -148,11 +153,11 @@ def test_a_recorded_run_is_re_judged_by_the_view_that_judged_it(tmp_path: Path) 
     folder.mkdir()
     baseline = load_baseline(_baseline(tmp_path))
     path = save_baseline(baseline, folder / f"{baseline.key}.json")
-    plan = plan_match(load_baseline(path), IDENTITY, ARCH, {**SETTINGS, "steps": 8})
+    plan = plan_match(load_baseline(path), IDENTITY, ARCH, {**SETTINGS, "steps": 6})
     judging = plan.to_json()  # type: ignore[union-attr]
     event = Event(0.0, "info", "baseline", "using …", {"baseline": baseline.key, "judged_by": judging})
     judged = recorded_judging([event])
-    assert judged is not None and judged["run_steps"] == 8
+    assert judged is not None and judged["run_steps"] == 6
     view = run_baseline(tmp_path / "run", baseline.key, judged)
     plain = run_baseline(tmp_path / "run", baseline.key)
-    assert view is not None and plain is not None and view.bucket(2) == 1 and plain.bucket(2) == 2
+    assert view is not None and plain is not None and view.bucket(3) == 2 and plain.bucket(3) == 3

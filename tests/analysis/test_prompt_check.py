@@ -31,7 +31,7 @@ def test_named_colours(prompt: str, named: NamedColours) -> None:
 def test_an_image_that_shows_what_the_prompt_asks() -> None:
     check = prompt_check(_drawn("red", "blue"), "a red circle on a blue background")
     assert check == {"ok": True, "score": 0.0, "reason": "", "read": {"shape": "red", "background": "blue"},
-                     "named": {"shape": "red", "background": "blue"}, "cast": None,
+                     "named": {"shape": "red", "background": "blue"}, "cast": None, "colour_shift": 0.0,
                      "background_offset": [0.0, 0.0, 0.0]}
     float_image = _drawn("red", "blue").astype(np.float64) / 255  # a pipeline's output_type="np"
     assert prompt_check(float_image, "a red circle on a blue background")["ok"] is True  # type: ignore[index]
@@ -64,12 +64,16 @@ def test_a_prompt_without_colours_or_a_shape_colour_on_its_own_background_is_not
     assert wrong is not None and wrong["score"] == 1.0  # one colour named, missed
 
 
-def test_a_background_cast_is_read_even_when_every_colour_is_right() -> None:
+def test_a_cast_moves_background_and_shape_alike() -> None:
     image = _drawn("red", "blue").astype(np.int16)
-    image[..., 0] += int(CAST_LEVELS) + 10  # a stray red bias on the whole image
+    image[..., 2] -= int(CAST_LEVELS) + 10  # a stray bias on the whole image: both colours lose blue
     check = prompt_check(np.clip(image, 0, 255).astype(np.uint8), "a red circle on a blue background")
     assert check is not None and check["ok"] is True  # the labels still read right
-    assert "a colour cast" in str(check["cast"]) and check["background_offset"][0] == int(CAST_LEVELS) + 10  # type: ignore[index]
+    assert "a colour cast" in str(check["cast"]) and check["colour_shift"] == int(CAST_LEVELS) + 10
+    image = _drawn("red", "blue").astype(np.int16)
+    image[..., 0][image[..., 2] > 150] += int(CAST_LEVELS) + 10  # only the background off: a colour's own error
+    check = prompt_check(np.clip(image, 0, 255).astype(np.uint8), "a red circle on a blue background")
+    assert check is not None and check["cast"] is None and check["colour_shift"] == 0.0
 
 
 @pytest.mark.parametrize(("prompt", "reason"), [

@@ -41,7 +41,9 @@ def test_build_find_and_use(demo_loaded, runs_dir: Path) -> None:
     used = execute_run(demo_loaded, settings, runs_dir)
     assert any(m.startswith("using baseline") and str(runs_dir) in m for m in _events(used, "baseline"))
     other = execute_run(demo_loaded, RunSpec(prompt="a red circle", seed=1, steps=2), runs_dir)
-    assert _events(other, "baseline")[0].startswith("no baseline for these settings")
+    note = _events(other, "baseline")[0]  # the 3-step baseline judges 2 steps on normalised time, and says so
+    assert note.startswith("using baseline") and "steps 2 vs 3: compared on normalised time" in note
+    assert other["baseline"]["match"] == "architecture" and other["baseline"]["run_steps"] == 2
     assert "channel_means" in {f["name"] for f in RunRecord(Path(other["run_dir"])).files()}
 
 

@@ -120,13 +120,15 @@ def _choose(loaded: LoadedPipeline, values: dict[str, Any], runs_dir: str | Path
                 return choice, choice.describe()
     architecture = architecture_of(loaded.pipe)
     candidates, _unreadable = all_baselines(folders)
-    choice, refused = nearest(candidates, identity, architecture, wanted)
+    unknown = loaded.identity_note or "a pipeline object in memory"
+    choice, refused = nearest(candidates, identity, architecture, wanted, unknown)
     if choice is not None:
         return choice, choice.describe()
-    why = "" if identity is not None else f" ({loaded.identity_note or 'a pipeline object in memory'})"
+    why = "" if identity is not None else \
+        f" ({loaded.identity_note or 'the pipeline has no weight hashes: a pipeline object in memory'})"
     others = f"; not usable: {'; '.join(refused[:3])}" if refused else ""
-    return None, (f"no baseline for this pipeline and these settings{why}: drift and colour-range checks are off; "
-                  f"build one with 'ghostviewer baseline build'{others}")
+    return None, (f"no baseline for these settings{why}, nor one of the same architecture: drift and colour-range "
+                  f"checks are off; build one with 'ghostviewer baseline build'{others}")
 
 
 def choose_baseline(loaded: LoadedPipeline, settings: RunSpec | dict[str, Any], runs_dir: str | Path | None,
@@ -141,7 +143,8 @@ def choose_baseline(loaded: LoadedPipeline, settings: RunSpec | dict[str, Any], 
         baseline = load_baseline(given)
     except BaselineError as exc:
         raise GhostError(str(exc)) from None
-    plan = plan_match(baseline, identity_of(loaded), architecture_of(loaded.pipe), key_settings(loaded, values))
+    plan = plan_match(baseline, identity_of(loaded), architecture_of(loaded.pipe), key_settings(loaded, values),
+                      loaded.identity_note or "a pipeline object in memory")
     if isinstance(plan, str):
         raise GhostError(f"the baseline {given} cannot judge this pipeline: {plan}")
     choice = BaselineChoice(judging_view(baseline, plan), baseline, plan, given=True)
