@@ -20,7 +20,9 @@ channel-subspace residual 0.08, colour statistics 0.06; 0 false alarms. The marg
 resnet leaves its std range by ≥ 8 from step 0, a stray decoder bias leaves the channel subspace by ≥ 23.
 A baseline is keyed by the pipeline's identity (weight hashes) and the settings that change the activations
 (SETTINGS_KEYS); it is stored as JSON (analysis/baseline_file.py), never pickle, validated when loaded, and
-found and read once per file version by analysis/baseline_store.py.
+found and read once per file version by analysis/baseline_store.py. It also records the architecture it was built
+on (not part of the key), so that a run of other weights or settings of that architecture is judged by it through a
+view (analysis/baseline_match.py: run_steps for normalised time, per_pixel, the phases judged, wider margins).
 """
 
 from __future__ import annotations

@@ -28,8 +28,11 @@ from typing import Any
 
 from ghostviewer.analysis.baseline import Baseline
 
-# Margins when the weights differ (calibrated: see benchmarks/false_alarms_architecture.py and the README note in
-# that file's docstring). Exact-weight baselines keep their own (analysis/baseline.py).
+# Margins when the weights differ. Calibrated (benchmarks/false_alarms_architecture.py, 2026-12-01) on a
+# differently-trained healthy copy of the demo judged by the demo's baseline, 50 calls: worst excess beyond the
+# healthy extremes, in scale units — module stats 2.92 (pipeline.noise_pred), channel means 2.17, channel subspace
+# 2.42, colour statistics 0.45 — against the exact model's own 0.82 / 0.58 / 0.08 / 0.06. The exact margins still
+# hold twice that; tighter ones would flag the copy. Exact-weight baselines keep their own (analysis/baseline.py).
 ARCH_MARGIN = 6.0
 ARCH_CHANNEL_MARGIN = 6.0
 ARCH_COLOUR_MARGIN = 3.0
