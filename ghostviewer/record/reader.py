@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import io
 import sqlite3
+import stat
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -233,6 +234,8 @@ class RunRecord(StoreRecord):
             return self._load_inline(relpath)
         target = self._file(relpath)
         try:
+            if not stat.S_ISREG(target.stat().st_mode):  # a FIFO or a device would block the reader: never opened
+                raise RecordError(f"run {self.run_id} lists {relpath}, which is not a regular file")
             return load_file(str(target))
         except FileNotFoundError as exc:
             raise RecordError(f"run {self.run_id} is missing {relpath}") from exc

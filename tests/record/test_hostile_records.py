@@ -49,3 +49,31 @@ def test_a_bypass_that_is_a_number_is_refused_by_export(tmp_path: Path, capsys) 
     assert main(["export", str(run), "-o", str(tmp_path / "x.zip")]) == 2
     err = capsys.readouterr().err
     assert "records settings that are not valid" in err and "not 5" in err
+
+
+def test_a_fifo_where_a_tensors_file_is_listed_never_blocks_a_reader(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    from ghostviewer.record import RecordError, RunRecord
+
+    run = _run(tmp_path)
+    (run / "tensors").mkdir(exist_ok=True)
+    os.mkfifo(run / "tensors" / "step_0009.safetensors")
+    with sqlite3.connect(run / "run.sqlite") as conn:
+        conn.execute("INSERT INTO files (name, kind, relpath, step) VALUES "
+                     "('step_0009', 'tensors', 'tensors/step_0009.safetensors', 9)")
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            RunRecord(run).tensors("step_0009")
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - the outcome is the test's
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    assert outcome, "reading the record blocked on a FIFO"
+    assert isinstance(outcome[0], RecordError) and "not a regular file" in str(outcome[0])
