@@ -34,6 +34,7 @@ class StudyRun:
 
 SUMMARY_ROLE = "summary"  # a watch study's row of a call not kept (keep="anomalies", every Nth, ring, max_bytes)
 NOT_KEPT = "summary only: not kept"
+OWN_RUNS_ONLY = ("sweep", "baseline", "watch", "probe")  # studies whose every run lives in their own runs/ folder
 
 
 class StudyRecord(StoreRecord):
@@ -51,7 +52,11 @@ class StudyRecord(StoreRecord):
     def _run_dir(self, stored: str) -> Path:
         target = Path(stored)
         if target.is_absolute():
-            return target  # a run referenced from elsewhere (e.g. the two runs of a comparison)
+            if self.kind in OWN_RUNS_ONLY and not target.resolve().is_relative_to(self.path.resolve()):
+                # a sweep's (a baseline's, a watch's, a probe's) runs are all its own: one listed elsewhere is a
+                # tampered index, and resuming must not read, count or skip by a run somewhere else
+                raise RecordError(f"study {self.study_id} lists a run outside its folder: {stored}")
+            return target  # a run referenced from elsewhere (the original of a replay, the bad run of a bisection)
         if not (self.path / target).resolve().is_relative_to(self.path.resolve()):
             raise RecordError(f"study {self.study_id} lists a run outside its folder: {stored}")
         return self.path / target

@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ghostviewer.cli import main
 from ghostviewer.record import RunWriter, StepInfo
@@ -77,3 +78,20 @@ def test_a_fifo_where_a_tensors_file_is_listed_never_blocks_a_reader(tmp_path: P
     reader.join(timeout=20)
     assert outcome, "reading the record blocked on a FIFO"
     assert isinstance(outcome[0], RecordError) and "not a regular file" in str(outcome[0])
+
+
+def test_a_sweep_study_listing_a_run_elsewhere_is_refused(tmp_path: Path, capsys) -> None:
+    from ghostviewer.record import RecordError, StudyRecord, StudyWriter
+
+    outside = _run(tmp_path / "elsewhere")
+    study = StudyWriter.create(tmp_path / "runs", "sweep", {"items": [{"prompt": "p"}], "seeds": "1", "settings": {}},
+                               total=1)
+    inside = _run(study.runs_dir)
+    study.add_run(inside, {"prompt": "p", "seed": 1}, summary={"status": "done"})
+    study.finish("done")
+    with sqlite3.connect(study.path / "study.sqlite") as conn:
+        conn.execute("UPDATE runs SET run_dir = ?", (str(outside),))
+    with pytest.raises(RecordError, match="lists a run outside its folder"):
+        StudyRecord(study.path).runs()
+    assert main(["sweep", "--resume", str(study.path)]) == 2
+    assert "outside its folder" in capsys.readouterr().err
