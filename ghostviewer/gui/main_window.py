@@ -317,5 +317,6 @@ class MainWindow(QMainWindow):
         self.state.save()
         self.state.step_data.shutdown()
         self.state.step_data_b.shutdown()
+        self.state.history.shutdown()
         self.state.controller.shutdown()
         super().closeEvent(event)

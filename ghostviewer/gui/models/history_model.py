@@ -5,11 +5,17 @@ The runs of bug-report bundles opened in the window (extracted into <runs_dir>/b
 are rows too, tagged with their bundle's name. A run (or study) folder that cannot be read — a missing or corrupt
 database — is a row too (BrokenEntry), with the reader's message; a run read but for a part it refused (a final
 image pointing outside its folder) is a run row with that `problem`. Nothing in the runs folder is dropped silently.
+
+A large runs folder (over LARGE_FOLDER entries: thousands of runs) is read off the GUI thread, newest folders
+first, a screenful first and then CHUNK new records at a time: the rows read so far are shown at once and the
+rest follow, so the window never waits on thousands of database opens (a refresh of a folder read before only
+checks each folder's modification times, also off the GUI thread). A small folder is read in place, as before.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Callable
@@ -22,11 +28,14 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.gui.drops import looks_like_run
+from ghostviewer.gui.link.worker import Task, Worker
 from ghostviewer.gui.models.prompt_model import intervention_words
 from ghostviewer.gui.models.verdict_words import run_words
 from ghostviewer.record import RecordError, RunRecord, StudyRecord
 from ghostviewer.record.bundle_format import MANIFEST, README, REPRO, RUNS_FOLDER
 from ghostviewer.record.lock import writer_alive
+
+log = logging.getLogger("ghostviewer.gui")
 
 DB_FILES = ("run.sqlite", "run.sqlite-wal")
 STUDY_DB_FILES = ("study.sqlite", "study.sqlite-wal")
@@ -227,6 +236,66 @@ def read_entry(folder: Path, bundle: str = "") -> RunEntry:
                     summary.get("image"), bundle, problem)
 
 
+LARGE_FOLDER = 400  # more entries than this: read off the GUI thread, in chunks
+FIRST_CHUNK, CHUNK = 40, 400  # new records read in the first chunk (a screenful, fast), then in each next one
+Cache = dict[str, tuple[tuple[int, ...], HistoryRow]]
+
+
+def entry_count(folder: Path) -> int:
+    """How many entries the folder holds (one directory listing, no stat of each)."""
+    try:
+        with os.scandir(folder) as entries:
+            return sum(1 for _ in entries)
+    except OSError:
+        return 0
+
+
+def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
+         task: Task | None = None) -> tuple[list[HistoryRow], Cache, bool]:
+    """(rows newest first, the new cache, complete): every run, study and unreadable folder of `runs_dir`, read
+    again only where its database changed. `budget`: read at most that many records not in the cache (the
+    newest-named folders first: run ids begin with their time) and leave the others for the next call
+    (complete False). No Qt: it runs on a worker."""
+    rows: list[HistoryRow] = []
+    new_cache: Cache = {}
+    children = [(child, "") for child in _subfolders(runs_dir)] + bundle_runs(runs_dir)
+    children.sort(key=lambda pair: pair[0].name, reverse=True)
+    left = budget
+    complete = True
+    for child, bundle in children:
+        if task is not None:
+            task.check()
+        reader: Callable[[Path], HistoryRow] = partial(read_entry, bundle=bundle)
+        stamp = _stamp(child)
+        if bundle and stamp == (0, 0):
+            continue  # a bundle holds runs only
+        if stamp == (0, 0):
+            reader, stamp = read_study, _stamp(child, STUDY_DB_FILES)
+            if stamp == (0, 0) and not looks_like_run(child):
+                continue  # neither a run nor a study folder (a run whose database is gone is listed)
+            if stamp == (0, 0):
+                reader = read_entry  # a run without its database: the reader says so
+        cached = cache.get(str(child))
+        if cached is not None and cached[0] == stamp:
+            row = cached[1]
+        elif left is not None and left <= 0:
+            complete = False
+            continue
+        else:
+            if left is not None:
+                left -= 1
+            try:
+                row = reader(child)
+            except (RecordError, OSError) as exc:
+                if writer_alive(child):
+                    continue  # being created right now: the next refresh reads it
+                row = broken_entry(child, exc)
+        new_cache[str(child)] = (stamp, row)
+        rows.append(row)
+    rows.sort(key=lambda e: (e.created, e.run_id), reverse=True)
+    return rows, new_cache, complete
+
+
 def _subfolders(folder: Path) -> list[Path]:
     try:
         return [c for c in folder.iterdir() if c.is_dir()] if folder.is_dir() else []
@@ -254,11 +323,15 @@ class HistoryModel(QObject):
         self.broken: list[BrokenEntry] = []  # folders that cannot be read, with why
         self.rows: list[HistoryRow] = []  # runs, studies and unreadable folders, newest first: the panel's rows
         self.live_run: str | None = None
-        self._cache: dict[str, tuple[tuple[int, ...], HistoryRow]] = {}
+        self._cache: Cache = {}
+        self._reading: Path | None = None  # the folder a background read is reading
+        self._worker = Worker(1, latest=True, what="reading the runs folder", expected=(RecordError, OSError),
+                              parent=self)
+        self._worker.answered.connect(self._on_read)
 
     def set_runs_dir(self, runs_dir: Path) -> None:
         self.runs_dir = Path(runs_dir)
-        self._cache.clear()
+        self._cache, self._reading = {}, None
         self.refresh()
 
     def set_live_run(self, run_dir: str | None) -> None:
@@ -266,38 +339,45 @@ class HistoryModel(QObject):
         self.changed.emit()
 
     def refresh(self) -> None:
-        rows: list[HistoryRow] = []
-        cache: dict[str, tuple[tuple[int, ...], HistoryRow]] = {}
-        children = [(child, "") for child in _subfolders(self.runs_dir)] + bundle_runs(self.runs_dir)
-        for child, bundle in children:
-            reader: Callable[[Path], HistoryRow] = partial(read_entry, bundle=bundle)
-            stamp = _stamp(child)
-            if bundle and stamp == (0, 0):
-                continue  # a bundle holds runs only
-            if stamp == (0, 0):
-                reader, stamp = read_study, _stamp(child, STUDY_DB_FILES)
-                if stamp == (0, 0) and not looks_like_run(child):
-                    continue  # neither a run nor a study folder (a run whose database is gone is listed)
-                if stamp == (0, 0):
-                    reader = read_entry  # a run without its database: the reader says so
-            cached = self._cache.get(str(child))
-            if cached is not None and cached[0] == stamp:
-                row = cached[1]
-            else:
-                try:
-                    row = reader(child)
-                except (RecordError, OSError) as exc:
-                    if writer_alive(child):
-                        continue  # being created right now: the next refresh reads it
-                    row = broken_entry(child, exc)
-            cache[str(child)] = (stamp, row)
-            rows.append(row)
-        rows.sort(key=lambda e: (e.created, e.run_id), reverse=True)
+        """Read the runs folder again: in place when it is small, else off the GUI thread (rows as they come)."""
+        if self.loading or entry_count(self.runs_dir) > LARGE_FOLDER:
+            self._read_more()
+            return
+        self._apply(*scan(self.runs_dir, self._cache)[:2])
+
+    @property
+    def loading(self) -> bool:
+        """A background read of a large folder is under way (`changed` comes again as its rows arrive)."""
+        return self._reading is not None
+
+    def _read_more(self) -> None:
+        runs_dir, cache = self.runs_dir, dict(self._cache)
+        self._reading = runs_dir
+        budget = FIRST_CHUNK if not self.rows else CHUNK
+        self._worker.submit(runs_dir, lambda task: scan(runs_dir, cache, budget, task))
+
+    def _on_read(self, runs_dir: Any, result: Any) -> None:
+        if runs_dir != self.runs_dir:
+            return  # another folder was chosen meanwhile (its own read is under way)
+        if isinstance(result, Exception):
+            self._reading = None
+            log.warning("cannot read the runs folder %s: %s", runs_dir, result)
+            return
+        rows, cache, complete = result
+        self._reading = None if complete else runs_dir
+        self._apply(rows, cache)
+        if not complete:
+            self._read_more()
+
+    def _apply(self, rows: list[HistoryRow], cache: Cache) -> None:
         self._cache, self.rows = cache, rows
         self.entries = [r for r in rows if isinstance(r, RunEntry)]
         self.studies = [r for r in rows if isinstance(r, StudyEntry)]
         self.broken = [r for r in rows if isinstance(r, BrokenEntry)]
         self.changed.emit()
+
+    def shutdown(self, timeout_ms: int = 2000) -> None:
+        self._worker.shutdown(timeout_ms)
 
     def entry(self, path: str) -> RunEntry | None:
         return next((e for e in self.entries if e.path == str(Path(path))), None)

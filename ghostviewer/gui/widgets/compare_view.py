@@ -45,6 +45,7 @@ DIFF_BACKGROUND = "#5d3a00"
 SIZE_HINT = (860, 300)
 WIDE_PX = 1100  # from this width the settings, the images and the heat map stand side by side
 PARTS = ("Settings", "Images", "Δ per module")
+PICKER_RUNS, PICKER_STUDIES = 300, 30  # the newest (older runs: select two in the history, Ctrl+K)
 PANES = ("A step", "B step", "|A−B| step", "A final", "B final", "|A−B| final")
 
 
@@ -242,9 +243,9 @@ class CompareView(QWidget):
         keep = self.picker.currentData()
         self.picker.blockSignals(True)
         self.picker.clear()
-        for entry in self.history.entries:
+        for entry in self.history.entries[:PICKER_RUNS]:
             self.picker.addItem(f"{entry.run_id} · seed {entry.seed} · {entry.state(None)}", entry.path)
-        for study in self.history.studies:
+        for study in self.history.studies[:PICKER_STUDIES]:
             for child in study.children:
                 self.picker.addItem(f"{Path(child.path).name} · {study.kind} #{child.position} {child.role} · "
                                     f"{child.state()}", child.path)

@@ -15,12 +15,13 @@ with the reason, when `replay_blocker(path)` names one (a bundle's run and weigh
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QKeySequence, QPixmap, QShortcut
+from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QKeySequence, QPixmap, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLineEdit,
@@ -43,6 +44,7 @@ WARN_COLOUR = "#a86400"  # the image passed, something inside did not (the verdi
 PATH_ROLE = Qt.ItemDataRole.UserRole
 KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "run", "study", "child" or "broken"
 PROBLEM_ROLE = Qt.ItemDataRole.UserRole + 2  # what cannot be read in the row's folder ("" when nothing)
+IMAGE_ROLE = Qt.ItemDataRole.UserRole + 3  # a run row's final image (its thumbnail)
 UNREADABLE_COLOUR = "#8a8a8a"
 COLUMNS = 6
 THUMB_PX = 24
@@ -86,6 +88,13 @@ class HistoryPanel(QWidget):
         self.replay_blocker: Callable[[str], str] | None = None  # why a run cannot be replayed now ("": it can)
         self.compare_from: str | None = None  # run A while the user picks run B
         self.shown: str | None = None  # the run the window shows (its row is the current one)
+        self._made: dict[int, tuple[object, QTreeWidgetItem]] = {}  # id(row) -> (row, its item), reused
+        self._filtered = False  # some rows may be hidden by the filter
+        self._needle = ""
+        self._order: list[int] = []  # id() of the rows in the tree, in order
+        self._by_path: dict[str, QTreeWidgetItem] = {}  # every row's and study child's item, by folder
+        self._expanded: set[str] = set()  # the studies the user opened (kept across refreshes)
+        self._made_live: str | None = None  # the live run the items were made for (its row says "running")
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         top = QHBoxLayout()
         top.addWidget(self.filter)
@@ -101,6 +110,10 @@ class HistoryPanel(QWidget):
         self.tree.itemClicked.connect(lambda item, _column: self._picked(item))
         self.tree.itemActivated.connect(lambda item, _column: self._say_problem(item))  # again, on Enter
         self.tree.customContextMenuRequested.connect(self._menu)
+        self.tree.verticalScrollBar().valueChanged.connect(lambda _v: self._show_thumbnails())
+        self.tree.itemExpanded.connect(lambda item: (self._expanded.add(str(item.data(0, PATH_ROLE))),
+                                                     self._show_thumbnails()))
+        self.tree.itemCollapsed.connect(lambda item: self._expanded.discard(str(item.data(0, PATH_ROLE))))
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self.tree, self.cancel_compare,
                   context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self._rebuild()
@@ -116,30 +129,90 @@ class HistoryPanel(QWidget):
         return items
 
     def _rebuild(self) -> None:
+        """The tree from the model's rows. A row read before keeps its item (rows are immutable: the same object
+        is the same row) and its place: only the new rows' items are made and inserted, so the chunks of a large
+        folder's background read cost what they add, not the thousands already shown; thumbnails are drawn for
+        the rows on screen only (_show_thumbnails)."""
         current = self.tree.currentItem()
         keep = current.data(0, PATH_ROLE) if current is not None else None
-        expanded = {item.data(0, PATH_ROLE) for item in self._items() if item.isExpanded()}
+        live = self.model.live_run
+        rows = self.model.rows
+        touched = live is not None or self._made_live is not None
+        reusable = {id(r) for r in rows if id(r) in self._made and self._made[id(r)][0] is r
+                    and not (touched and self._live_touches(r.path, live))}
         self.tree.blockSignals(True)
-        self.tree.clear()
+        self.tree.setUpdatesEnabled(False)
+        if [i for i in self._order if i in reusable] != [id(r) for r in rows if id(r) in reusable]:
+            reusable = set()  # the order changed: every row again (rare: a refresh that re-sorts)
+        for index in reversed(range(len(self._order))):  # the rows gone or to be made again
+            if self._order[index] not in reusable:
+                self.tree.takeTopLevelItem(index)
+        made = {i: self._made[i] for i in reusable}
         height = max(THUMB_PX + 2, self.tree.fontMetrics().height() + 6)  # one height for every row
-        for row in self.model.rows:
-            if isinstance(row, StudyEntry):
-                item = self._study_item(row)
-            elif isinstance(row, BrokenEntry):
-                item = self._broken_item(row)
-            else:
-                item = self._run_item(row)
+        pending: list[QTreeWidgetItem] = []
+        for index, row in enumerate(rows):
+            if id(row) in reusable:
+                if pending:
+                    self.tree.insertTopLevelItems(index - len(pending), pending)
+                    pending = []
+                continue
+            item = self._item(row)
             for each in (item, *(item.child(j) for j in range(item.childCount()))):
                 each.setSizeHint(0, QSize(THUMB_PX, height))
-            self.tree.addTopLevelItem(item)
-            item.setExpanded(row.path in expanded)
-        for item in self._items():
-            if item.data(0, PATH_ROLE) == keep:
+            made[id(row)] = (row, item)
+            pending.append(item)
+        if pending:
+            self.tree.insertTopLevelItems(len(rows) - len(pending), pending)
+        self._made, self._made_live, self._order = made, live, [id(r) for r in rows]
+        self._by_path = {r.path: made[id(r)][1] for r in rows}
+        for study in self.model.studies:
+            item = made[id(study)][1]
+            for j in range(item.childCount()):
+                child = item.child(j)
+                self._by_path[str(child.data(0, PATH_ROLE))] = child
+        for item in (made[id(r)][1] for r in rows if id(r) not in reusable):
+            if item.childCount():
+                item.setExpanded(str(item.data(0, PATH_ROLE)) in self._expanded)
+        now = self.tree.currentItem()
+        if keep is not None and (now is None or now.data(0, PATH_ROLE) != keep):
+            item = self._item_of(str(keep))
+            if item is not None:
                 self.tree.setCurrentItem(item)
         self.tree.blockSignals(False)
-        self._apply_filter(self.filter.text())
+        self._apply_filter(self.filter.text(), force=bool(pending) or not reusable)
         if self.shown is not None:
             self.show_current(self.shown)
+        self.tree.setUpdatesEnabled(True)
+        self._show_thumbnails()
+
+    def _live_touches(self, path: str, live: str | None) -> bool:
+        """The row's words depend on the live run (its own, or one inside the study), now or before."""
+        return any(run is not None and (run == path or run.startswith(path + os.sep))
+                   for run in (live, self._made_live))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._show_thumbnails()
+
+    def _item(self, row: object) -> QTreeWidgetItem:
+        if isinstance(row, StudyEntry):
+            return self._study_item(row)
+        if isinstance(row, BrokenEntry):
+            return self._broken_item(row)
+        return self._run_item(row)  # type: ignore[arg-type]
+
+    def _show_thumbnails(self) -> None:
+        """The final image's thumbnail of each run row on screen (read once; the others when scrolled to)."""
+        tree = self.tree
+        item = tree.itemAt(2, 2)
+        bottom = tree.viewport().height()
+        while item is not None and tree.visualItemRect(item).top() <= bottom:
+            image = item.data(0, IMAGE_ROLE)
+            if image and item.icon(0).isNull():
+                icon = self.thumbnail(str(image))
+                if icon is not None:
+                    item.setIcon(0, icon)
+            item = tree.itemBelow(item)
 
     def thumbnail(self, path: str | None) -> QIcon | None:
         if not path:
@@ -163,9 +236,7 @@ class HistoryPanel(QWidget):
         item.setData(0, PATH_ROLE, entry.path)
         item.setData(0, KIND_ROLE, "run")
         item.setData(0, PROBLEM_ROLE, entry.problem)
-        icon = self.thumbnail(entry.image)
-        if icon is not None:
-            item.setIcon(0, icon)
+        item.setData(0, IMAGE_ROLE, entry.image)  # its thumbnail drawn once the row is on screen
         item.setToolTip(0, entry.created)
         origin = f"\nfrom the bug report {entry.bundle} (a read-only copy in {Path(entry.path).parents[1]})"
         item.setToolTip(4, changes + entry.prompt + (origin if entry.bundle else ""))
@@ -229,8 +300,13 @@ class HistoryPanel(QWidget):
         return sum(not self.tree.topLevelItem(i).isHidden() for i in range(self.tree.topLevelItemCount()))
 
     # -- filtering and selection ------------------------------------------------------------------------
-    def _apply_filter(self, text: str) -> None:
+    def _apply_filter(self, text: str, force: bool = True) -> None:
         needle = text.strip().lower()
+        if not needle and not self._filtered:
+            return  # nothing hidden, nothing to hide: thousands of rows left alone
+        if needle and not force and needle == self._needle:
+            return
+        self._filtered, self._needle = bool(needle), needle
 
         def matches(item: QTreeWidgetItem) -> bool:
             return not needle or needle in " ".join(item.text(c) for c in range(COLUMNS)).lower()
@@ -271,8 +347,7 @@ class HistoryPanel(QWidget):
     def _item_of(self, path: str | None) -> QTreeWidgetItem | None:
         if path is None:
             return None
-        wanted = Path(path)
-        return next((i for i in self._items() if Path(str(i.data(0, PATH_ROLE))) == wanted), None)
+        return self._by_path.get(path) or self._by_path.get(str(Path(path)))
 
     def _on_current(self, item: QTreeWidgetItem | None, _previous: QTreeWidgetItem | None) -> None:
         if item is None or self._picked(item):

@@ -1,0 +1,62 @@
+"""A runs folder of hundreds or thousands of runs opens without freezing the window: the history reads a large
+folder off the GUI thread (no record opened on it), newest first, a screenful first and the rest in chunks, and
+each chunk only adds its own rows to the tree (the rows already shown keep their items)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from ghostviewer.gui.models import history_model
+from ghostviewer.gui.models.history_model import FIRST_CHUNK, LARGE_FOLDER, HistoryModel
+from ghostviewer.gui.widgets.history_panel import HistoryPanel
+from ghostviewer.record import RunRecord, RunWriter
+
+RUNS = LARGE_FOLDER + 60
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("many")
+    for k in range(RUNS):
+        writer = RunWriter.create(folder, {"prompt": f"p{k}", "seed": k, "steps": 1}, {"device": "cpu"},
+                                  run_id=f"20261201-{k // 3600:02d}{k // 60 % 60:02d}{k % 60:02d}-{k:06x}")
+        writer.finish("done", 0.1)
+    return folder
+
+
+def test_a_large_folder_is_read_off_the_gui_thread_in_chunks(qtbot, many: Path, monkeypatch) -> None:  # noqa: ANN001
+    opened_on_gui = []
+    original = RunRecord.__init__
+
+    def spy(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        opened_on_gui.append(threading.current_thread() is threading.main_thread())
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunRecord, "__init__", spy)
+    model = HistoryModel(many)
+    panel = HistoryPanel(model)
+    qtbot.addWidget(panel)
+    sizes: list[int] = []
+    model.changed.connect(lambda: sizes.append(len(model.rows)))
+    model.refresh()
+    assert model.loading and model.rows == [], "refresh() returns at once: nothing read on the GUI thread yet"
+    qtbot.waitUntil(lambda: not model.loading, timeout=60_000)
+    assert len(model.entries) == RUNS and panel.row_count() == RUNS
+    assert sizes[0] == FIRST_CHUNK and len(sizes) >= 3 and sizes == sorted(sizes), sizes
+    assert opened_on_gui and not any(opened_on_gui), "no run database opened on the GUI thread"
+    assert model.entries[0].run_id > model.entries[-1].run_id  # newest first
+    first_item = panel.tree.topLevelItem(0)
+    model.refresh()  # nothing changed: the same rows, the same items
+    qtbot.waitUntil(lambda: not model.loading, timeout=60_000)
+    assert panel.tree.topLevelItem(0) is first_item and panel.row_count() == RUNS
+
+
+def test_a_small_folder_is_still_read_in_place(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(history_model, "LARGE_FOLDER", 10)
+    RunWriter.create(tmp_path, {"prompt": "p", "seed": 1, "steps": 1}, {"device": "cpu"}).finish("done", 0.1)
+    model = HistoryModel(tmp_path)
+    model.refresh()
+    assert not model.loading and len(model.entries) == 1
