@@ -89,3 +89,19 @@ def test_three_parts_side_by_side_when_wide(window, qtbot, gui_env: Path) -> Non
     dock.resize(700, 420)
     QApplication.processEvents()
     assert not view.wide and view.tabs.count() == 3
+
+
+def test_compare_says_the_verdicts_in_the_history_words(window, qtbot, gui_env: Path) -> None:  # noqa: ANN001
+    a = write_fake_run(gui_env, steps=4, seed=1, run_id="20261201-100301-aaaaaa")
+    from ghostviewer.record import RunWriter
+
+    writer = RunWriter.create(gui_env, {"prompt": "p", "seed": 1, "steps": 1}, {"device": "cpu"},
+                              run_id="20261201-100302-bbbbbb")
+    writer.set_verdict({"label": "ok", "scores": {}},
+                       {"phase": "denoise", "step": 0, "module": "scheduler.step", "kind": "drift"})
+    writer.finish("done", 0.1)
+    b = writer.path
+    view = _open(window, qtbot, (1280, 720), True, a, b)
+    entry = window.state.history.entry(str(b))
+    assert entry is not None and entry.state(None) == "ok · drift"
+    assert "(ok · drift)" in view.title.text(), view.title.text()

@@ -22,6 +22,7 @@ from ghostviewer.gui.link.worker import Worker
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.gui.models.verdict_words import run_words
 from ghostviewer.record import RecordError, RunRecord
 
 DELTA_STATS = ("std", "absmax", "mean")
@@ -84,8 +85,10 @@ def load_comparison(run_a: str, run_b: str, stat: str = "std") -> Comparison:
     modules, columns, deltas, differs = delta_grid(*comparable_stats(a, b), stat)
     final_a, final_b = read_rgb(a.image_path("final")), read_rgb(b.image_path("final"))
     final_diff, gain = difference_image(final_a, final_b)
+    words = tuple(run_words(r.status, v, r.first_anomaly) if v else None  # as the badge and history say it
+                  for r, v in zip((a, b), result["verdicts"], strict=True))
     return Comparison(
-        str(a.path), str(b.path), (a.run_id, b.run_id), tuple(result["verdicts"]),  # type: ignore[arg-type]
+        str(a.path), str(b.path), (a.run_id, b.run_id), words,  # type: ignore[arg-type]
         _settings_rows(a.settings, b.settings, result["environment_diff"]), result["first_divergence"], stat,
         modules, columns, deltas, differs, final_a, final_b, final_diff, gain)
 
