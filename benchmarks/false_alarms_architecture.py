@@ -74,6 +74,8 @@ def judge_runs(loaded: Any, reference: Any, prompts: list[str], seeds: list[int]
                 departures.append(f"{prompt!r} seed {seed}: {side['summary']}")
             good = RunRecord(side["run_dir"])
             worst = ref_limits.headroom(record.stats(), good.stats(), channels, recorded_channel_means(good))
+            for module, ratio in ref_limits.persistent_ratios(record.stats(), good.stats()).items():
+                worst["persistent_std"] = max(worst.get("persistent_std", (0.0, "")), (max(ratio, 1 / ratio), module))
             ref_worst = {k: max(ref_worst.get(k, (0.0, "")), v) for k, v in worst.items()}
     return {"runs": len(prompts), "alarms": alarms, "departures": departures, "matches": dict(matches),
             "headroom": headroom, "reference_worst": ref_worst}

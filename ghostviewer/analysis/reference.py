@@ -98,6 +98,61 @@ def departure_of(row: StatRow, ref: StatRow, channels: Sequence[float] | None = 
     return max(found, key=lambda item: item[0])[1] if found else None
 
 
+# A module's median std ratio over the denoising steps (either way). Healthy worst 1.24 (20 calibration calls,
+# unet.up_blocks.0.attentions.0); an edit inside a module moves it 1.25-1.4 (a GroupNorm gain ×0.2, zeroed
+# cross-attention) to 1.8-2.1 (a resnet conv ×10): only the last clears a limit with headroom.
+PERSISTENT_RATIO = 1.5
+MIN_PERSISTENT_STEPS = 4
+
+
+def _log_ratios(rows: Iterable[StatRow], reference_rows: Iterable[StatRow]
+                ) -> dict[tuple[str, int], list[tuple[int, int, float]]]:
+    """Per traced denoiser module (and call): (seq, step, log std ratio to the reference) at each step."""
+    ref = {(r.phase, r.step, r.module, r.call): r for r in reference_rows}
+    ratios: dict[tuple[str, int], list[tuple[int, int, float]]] = {}
+    for row in rows:
+        if row.phase != "denoise" or row.module.startswith("pipeline.") or row.nan_count or row.inf_count:
+            continue
+        other = ref.get((row.phase, row.step, row.module, row.call))
+        if other is None or other.shape != row.shape:
+            continue
+        floor = REL_FLOOR * max(abs(other.absmax), 1e-12)
+        ratios.setdefault((row.module, row.call), []).append(
+            (row.seq, int(row.step or 0), math.log(_ratio(row.std, other.std, floor))))
+    return {k: v for k, v in ratios.items() if len(v) >= MIN_PERSISTENT_STEPS}
+
+
+def persistent_ratios(rows: Iterable[StatRow], reference_rows: Iterable[StatRow]) -> dict[str, float]:
+    """{module: its median std ratio to the reference over the denoising steps} (calibration and display)."""
+    return {module: math.exp(float(np.median([v for _, _, v in values])))
+            for (module, _call), values in _log_ratios(rows, reference_rows).items()}
+
+
+def persistent_departure(rows: Iterable[StatRow], reference_rows: Iterable[StatRow],
+                         limit: float = PERSISTENT_RATIO) -> dict[str, Any] | None:
+    """The first module (in the execution order of its first step) whose std stays off the reference's the same
+    way over the denoising steps: its median ratio beyond `limit` either way. Two healthy models' outputs differ by a
+    few per cent one step this way and the next that; a weight edited into a module (a scaled conv, a cut gain,
+    zeroed projections) moves that module's output at every step. None when no module does."""
+    found: tuple[int, dict[str, Any]] | None = None
+    for (module, _call), values in _log_ratios(rows, reference_rows).items():
+        median = float(np.median([v for _, _, v in values]))
+        if abs(median) <= math.log(limit):
+            continue
+        seq, step = min((s, k) for s, k, v in values if abs(v) > math.log(limit) and v * median > 0)
+        if found is None or seq < found[0]:
+            found = (seq, {"phase": "denoise", "step": step, "module": module, "stat": "std (persistent)",
+                           "ratio": round(math.exp(median), 4), "limit": limit})
+    return None if found is None else found[1]
+
+
+def earliest(departures: Iterable[dict[str, Any] | None], rows: Iterable[StatRow]) -> dict[str, Any] | None:
+    """Of several departures, the one whose output comes first in the run's execution order."""
+    order = {(r.phase, r.step, r.module): r.seq for r in rows if r.call == 0}
+    found = [d for d in departures if d is not None]
+    return min(found, key=lambda d: order.get((d["phase"], d["step"], d["module"]), 1 << 62), default=None)
+
+
 def first_departure(rows: Iterable[StatRow], reference_rows: Iterable[StatRow],
                     channels: Mapping[tuple[str, str], Sequence[float]] | None = None,
                     reference_channels: Mapping[tuple[str, str], Sequence[float]] | None = None

@@ -35,7 +35,7 @@ def test_the_first_departure_in_execution_order_is_named_with_its_ratio() -> Non
     found = first_departure(suspect, _rows())
     assert found is not None
     assert (found["phase"], found["step"], found["module"]) == ("denoise", 1, "unet.mid")
-    assert found["stat"] in ("std", "absmax") and found["ratio"] == big
+    assert found["stat"] in ("std", "absmax") and found["ratio"] == round(big, 4)
 
 
 def test_a_mean_shift_and_a_channel_shift_are_departures() -> None:
@@ -54,3 +54,30 @@ def test_nan_in_the_suspect_only_departs_and_unmatched_outputs_are_skipped() -> 
     assert found is not None and found["stat"] == "nan" and found["module"] == suspect[4].module
     other_shape = [replace(r, shape=(9,)) for r in _rows({(0, "unet.down"): 50.0})]
     assert first_departure(other_shape, _rows()) is None
+
+
+def test_a_module_off_the_same_way_at_every_step_is_a_persistent_departure() -> None:
+    from ghostviewer.analysis.reference import PERSISTENT_RATIO, earliest, persistent_departure, persistent_ratios
+
+    steps = 8
+    reference = _steps_rows(steps, {})
+    wobble = {(k, "unet.mid"): (1.1 if k % 2 else 1 / 1.1) for k in range(steps)}  # healthy: this way, then that
+    assert persistent_departure(_steps_rows(steps, wobble), reference) is None
+    edited = {(k, "unet.mid"): PERSISTENT_RATIO * 1.2 for k in range(steps)}
+    edited.update({(k, "unet.up"): PERSISTENT_RATIO * 1.2 for k in range(steps)})  # what follows inherits it
+    found = persistent_departure(_steps_rows(steps, edited), reference)
+    assert found is not None and found["module"] == "unet.mid" and found["step"] == 0
+    assert round(persistent_ratios(_steps_rows(steps, edited), reference)["unet.mid"], 3) == round(
+        PERSISTENT_RATIO * 1.2, 3)
+    late = {"phase": "denoise", "step": 5, "module": "unet.down"}
+    assert earliest([late, found, None], _steps_rows(steps, edited)) is found
+
+
+def _steps_rows(steps: int, gains: dict[tuple[int, str], float]) -> list[StatRow]:
+    rows = []
+    for step in range(steps):
+        for module in ("unet.down", "unet.mid", "unet.up"):
+            g = gains.get((step, module), 1.0)
+            rows.append(StatRow("denoise", step, module, 0, len(rows), (2, 4, 8, 8), "float32", -4, 4, 0.0, g, 4.0,
+                                0, 0))
+    return rows

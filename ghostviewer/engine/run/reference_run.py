@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ghostviewer.analysis.baseline_store import recorded_channel_means
-from ghostviewer.analysis.reference import first_departure
+from ghostviewer.analysis.reference import earliest, first_departure, persistent_departure
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.record import RecordError, RunRecord
@@ -36,8 +36,10 @@ def compare_with_reference(result: dict[str, Any], reference: LoadedPipeline, ru
         good = RunRecord(ran["run_dir"])
     except RecordError as exc:
         raise GhostError(str(exc)) from None
-    departure = first_departure(suspect.stats(), good.stats(), recorded_channel_means(suspect),
-                                recorded_channel_means(good))
+    rows, good_rows = suspect.stats(), good.stats()
+    departure = earliest([first_departure(rows, good_rows, recorded_channel_means(suspect),
+                                          recorded_channel_means(good)),
+                          persistent_departure(rows, good_rows)], rows)
     if departure is None:
         summary = f"stays within the reference's range ({reference.source}) at every traced output"
     else:
@@ -49,6 +51,8 @@ def compare_with_reference(result: dict[str, Any], reference: LoadedPipeline, ru
 
 
 def _by(departure: dict[str, Any]) -> str:
+    if departure["stat"].endswith("(persistent)"):
+        return f"×{departure['ratio']:.3g} the reference's over the steps (limit ×{departure['limit']} either way)"
     if departure.get("unit"):
         return f"moved {departure['ratio']:.2f} reference std (limit {departure['limit']})"
     if departure["stat"] in ("nan", "inf"):
