@@ -113,7 +113,7 @@ def test_a_decoded_nan_step_is_magenta(win, real_runs: dict, qtbot) -> None:  # 
     qtbot.waitUntil(lambda: state.step_data.idle and win.step_images.shown.step == 1, timeout=5000)
     image = win.step_images.items["VAE decode"].image
     assert image is not None and (image.reshape(-1, 3) == (255, 0, 255)).all()
-    assert "NaN" in win.step_images.panes["VAE decode"].title.text and "step 1" in win.step_images.panes[
+    assert "NaN" in win.step_images.panes["VAE decode"].full_title and "step 1" in win.step_images.panes[
         "VAE decode"].title.text
 
 
