@@ -15,6 +15,7 @@ class WindowActions:
     open_file: QAction
     use_demo: QAction
     open_run: QAction
+    open_bundle: QAction
     open_prompts: QAction
     runs_folder: QAction
     export_bundle: QAction
@@ -62,6 +63,8 @@ def create_actions(window: QMainWindow) -> WindowActions:
         open_file=a(window, "Open pipeline f&ile…", "Ctrl+Shift+O", tip="A single-file .safetensors checkpoint"),
         use_demo=a(window, "Use the &demo pipeline", tip="The embedded 64×64 shapes pipeline"),
         open_run=a(window, "Open &run folder…", tip="Show a recorded run"),
+        open_bundle=a(window, "Open &bug report (.zip)…", tip="A bug report made with Export bug report…: its "
+                      "runs shown read-only (nothing in it runs)"),
         open_prompts=a(window, "Queue a &prompt list…", tip=".txt one prompt a line, .csv, .jsonl"),
         runs_folder=a(window, "Runs folder…", tip="Where runs are recorded and read back"),
         export_bundle=a(window, "&Export bug report…", "Ctrl+E",
@@ -100,7 +103,7 @@ def build_menus(window: QMainWindow, actions: WindowActions, docks: list[QDockWi
         file_menu.addAction(action)
     recent = file_menu.addMenu("Recent pipelines")
     file_menu.addSeparator()
-    for action in (actions.open_run, actions.open_prompts, actions.runs_folder):
+    for action in (actions.open_run, actions.open_bundle, actions.open_prompts, actions.runs_folder):
         file_menu.addAction(action)
     file_menu.addSeparator()
     file_menu.addAction(actions.export_bundle)

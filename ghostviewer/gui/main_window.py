@@ -139,6 +139,7 @@ class MainWindow(QMainWindow):
         a.open_file.triggered.connect(self.pipeline_panel.choose_file)
         a.use_demo.triggered.connect(lambda: s.pipeline.set_source("demo"))
         a.open_run.triggered.connect(self._choose_run)
+        a.open_bundle.triggered.connect(self._choose_bundle)
         a.open_prompts.triggered.connect(self._choose_prompts)
         a.runs_folder.triggered.connect(self._choose_runs_folder)
         a.export_bundle.triggered.connect(lambda: show_export_dialog(self, s))
@@ -278,6 +279,11 @@ class MainWindow(QMainWindow):
         folder = QFileDialog.getExistingDirectory(self, "Open a run folder", str(self.state.history.runs_dir))
         if folder:
             self.state.opener.open_run(folder)
+
+    def _choose_bundle(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a bug report", "", "Bug reports (*.zip)")
+        if path:
+            self.state.opener.open_bundle(path)
 
     def _choose_prompts(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Queue a prompt list", "",

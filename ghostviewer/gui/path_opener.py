@@ -41,8 +41,8 @@ class PathOpener(QObject):
         c = self.controller
         try:
             runs = open_bundle(path, Path(c.history.runs_dir) / BUNDLES_FOLDER)
-        except RecordError as exc:
-            c.reporter.note(messages.BUNDLE_FAILED.format(path=path, message=one_line(exc)))
+        except (RecordError, OSError) as exc:  # asked for by name: a dialog, not a status-bar line
+            c.reporter.report(messages.BUNDLE_FAILED.format(path=path, message=one_line(exc)), details=str(exc))
             return []
         if self.open_run(runs[0]):
             c.sigMessage.emit(messages.BUNDLE_OPENED.format(name=Path(path).name, count=len(runs),

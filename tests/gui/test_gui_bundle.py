@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QMenu
 
 from ghostviewer.record import RunRecord
 from ghostviewer.record.bundle import export_bundle, inspect_bundle
@@ -110,3 +111,19 @@ def test_export_with_the_first_bad_modules_inputs(live, qtbot, tmp_path: Path) -
     message = live.statusBar().currentMessage()
     assert message.startswith("Bug report saved with the inputs of unet.down_blocks.1.attentions.0"), message
     assert state.reporter.last_message is None
+
+
+def test_file_menu_opens_a_bug_report_and_a_bad_one_is_a_dialog(window, gui_env: Path, tmp_path: Path,  # noqa: ANN001
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtWidgets import QFileDialog
+
+    menu_texts = [a.text() for m in window.menuBar().findChildren(QMenu) for a in m.actions()]
+    assert "Open &bug report (.zip)…" in menu_texts
+    broken = tmp_path / "not-a-zip.zip"
+    broken.write_bytes(b"this is no zip file")
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *_a, **_k: (str(broken), "Bug reports (*.zip)"))
+    window.actions.open_bundle.trigger()
+    reporter = window.state.reporter
+    assert reporter.last_message and reporter.last_message.startswith("Could not open the bug report")
+    assert reporter.last_message not in reporter.notes, "said in a dialog, not only in the status bar"
+    assert window.state.timeline.record is None
