@@ -70,7 +70,10 @@ def test_a_short_plot_names_the_colours_in_its_list(qtbot, tmp_path: Path) -> No
     plot.resize(560, 110)  # the plot squeezed by an open bottom dock at 1280×720
     QApplication.processEvents()
     plot._draw()
-    assert not plot.legend.isVisible(), ("a legend that would crowd the curves out steps aside", plot.plot.height(), plot.legend.columnCount)
-    listed = {plot.modules.item(i).text(): plot.modules.item(i).foreground().color().name()
+    assert not plot.legend.isVisible(), ("a crowding legend steps aside", plot.plot.height(), plot.legend.columnCount)
+    from ghostviewer.gui.widgets.stat_plot import SWATCH_ROLE
+
+    listed = {plot.modules.item(i).text(): plot.modules.item(i).data(SWATCH_ROLE)
               for i in range(plot.modules.count())}
+    assert all(not plot.modules.item(i).icon().isNull() for i in range(plot.modules.count()))
     assert all(listed[m] == plot._curves[m].opts["pen"].color().name() for m in MODULES), listed

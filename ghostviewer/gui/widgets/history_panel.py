@@ -169,7 +169,7 @@ class HistoryPanel(QWidget):
             item = made[id(study)][1]
             for j in range(item.childCount()):
                 child = item.child(j)
-                self._by_path[str(child.data(0, PATH_ROLE))] = child
+                self._by_path.setdefault(str(child.data(0, PATH_ROLE)), child)  # a run's own row first
         for item in (made[id(r)][1] for r in rows if id(r) not in reusable):
             if item.childCount():
                 item.setExpanded(str(item.data(0, PATH_ROLE)) in self._expanded)

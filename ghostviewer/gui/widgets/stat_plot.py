@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QBrush
+from PySide6.QtGui import QColor, QIcon, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
@@ -33,6 +33,7 @@ from ghostviewer.gui.models.timeline_model import TimelineModel
 LIVE_REDRAW_MS = 100  # at most ~10 redraws a second while the engine writes the run
 LEGEND_CHARS = 18
 LEGEND_ROW_PX = 14
+SWATCH_ROLE = Qt.ItemDataRole.UserRole + 1  # the colour a module's list item shows
 # Ten colours apart from each other on the dark background (Tableau 10, brightened), then hues beyond them.
 PALETTE = ("#5fa2e8", "#ffa64d", "#5fd35f", "#ff6b6b", "#c39bff", "#d6a37c", "#ff8fd6", "#cfcfcf", "#e0e060",
            "#4fe0f0")
@@ -69,6 +70,12 @@ class ClippedAxis(pg.AxisItem):
     def drawPicture(self, p, axisSpec, tickSpecs, textSpecs) -> None:  # noqa: ANN001, N802, N803 - pyqtgraph's
         p.setClipRect(self.boundingRect().toAlignedRect())
         super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+
+
+def swatch(colour: str) -> QIcon:
+    pixmap = QPixmap(10, 10)
+    pixmap.fill(QColor(colour))
+    return QIcon(pixmap)
 
 
 def legend_labels(modules: Sequence[str], room: int = LEGEND_CHARS) -> dict[str, str]:
@@ -296,14 +303,15 @@ class StatPlot(QSplitter):
         self._colour_list()
 
     def _colour_list(self) -> None:
-        colours = {m: c.opts["pen"].color() for m, c in self._curves.items()}
+        """A swatch of its curve's colour before each plotted module in the list (the legend when it is hidden)."""
+        colours = {m: c.opts["pen"].color().name() for m, c in self._curves.items()}
         self.modules.blockSignals(True)
         for i in range(self.modules.count()):
             item = self.modules.item(i)
-            colour = colours.get(item.text())
-            wanted = QBrush(colour) if colour is not None else QBrush()
-            if item.foreground() != wanted:
-                item.setForeground(wanted)
+            colour = colours.get(item.text(), "")
+            if item.data(SWATCH_ROLE) != colour:
+                item.setData(SWATCH_ROLE, colour)
+                item.setIcon(swatch(colour) if colour else QIcon())
         self.modules.blockSignals(False)
 
     def _sample(self, curve: pg.PlotDataItem) -> pg.GraphicsObject:
