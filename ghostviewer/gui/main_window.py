@@ -178,6 +178,7 @@ class MainWindow(QMainWindow):
         self.heatmap.jumpRequested.connect(self._jump_to_anomaly)
         self.isolate = IsolateAction(s, self, requests=self.block_tree.isolateRequested)
         self.timeline_bar.decodeRequested.connect(lambda: c.decode_step())
+        s.step_data.stepLoaded.connect(self._on_step_data)
         self.timeline_bar.replayRequested.connect(lambda: c.replay())
         self.timeline_bar.replay.setMenu(replay_menu(self, a))
         self.timeline_bar.replay.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
@@ -254,6 +255,11 @@ class MainWindow(QMainWindow):
         dock.raise_()
         if not dock.isFloating() and dock.height() < height:
             self.resizeDocks([dock], [height], Qt.Orientation.Vertical)
+
+    def _on_step_data(self, data: object) -> None:
+        self.timeline_bar.set_step_data(data)
+        self.actions.decode.setEnabled(self.timeline_bar.decode.isEnabled())
+        self.actions.decode.setToolTip(self.timeline_bar.decode.toolTip())
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()

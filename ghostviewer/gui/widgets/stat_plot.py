@@ -35,8 +35,8 @@ LEGEND_CHARS = 18
 LEGEND_ROW_PX = 14
 SWATCH_ROLE = Qt.ItemDataRole.UserRole + 1  # the colour a module's list item shows
 # Ten colours apart from each other on the dark background (Tableau 10, brightened), then hues beyond them.
-PALETTE = ("#5fa2e8", "#ffa64d", "#5fd35f", "#ff6b6b", "#c39bff", "#d6a37c", "#ff8fd6", "#cfcfcf", "#e0e060",
-           "#4fe0f0")
+PALETTE = ("#5fa2e8", "#ffa64d", "#5fd35f", "#ff6b6b", "#c39bff", "#e0e060", "#ff8fd6", "#cfcfcf", "#4fe0f0",
+           "#d6a37c")
 
 
 def curve_colour(index: int) -> str:

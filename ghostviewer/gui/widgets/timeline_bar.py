@@ -34,6 +34,10 @@ class ReplayWords(QLabel):
         return QSize(self.words_width() if self.words else 0, super().sizeHint().height())
 
 
+DECODE_TIP = "Full VAE decode of this step's latents (Ctrl+D)"
+DECODE_NO_LATENTS = "This step kept no latents (a sweep's runs keep only their previews): nothing to decode"
+
+
 class TimelineBar(QWidget):
     decodeRequested = Signal()
     replayRequested = Signal()
@@ -52,7 +56,8 @@ class TimelineBar(QWidget):
         self.step_label.setMinimumWidth(self.fontMetrics().horizontalAdvance("step 888 o…") + 6)
         self.step_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.badge = VerdictBadge()
-        self.decode = QToolButton(text="Decode", toolTip="Full VAE decode of this step's latents (Ctrl+D)")
+        self.decode = QToolButton(text="Decode", toolTip=DECODE_TIP)
+        self.decodable = True  # the shown step kept its latents (set_step_data)
         self.replay = QToolButton(text="Replay",
                                   toolTip="Replay seed: re-run with exactly the recorded settings (Ctrl+R)")
         self.replay_result = ReplayWords()  # a few words (a sign alone when narrow); the details in its tooltip
@@ -83,12 +88,20 @@ class TimelineBar(QWidget):
         self._on_step()
         self.badge.show_badge(self.model.badge())
 
+    def set_step_data(self, data: object) -> None:
+        """The shown step as read (StepData): Decode only where the step kept its latents (a sweep's runs keep
+        none: a decode there would only fail)."""
+        empty = getattr(data, "empty", True)
+        self.decodable = empty or getattr(data, "latents", None) is not None
+        self.decode.setEnabled(self.model.count > 0 and self.decodable)
+        self.decode.setToolTip(DECODE_TIP if self.decodable else DECODE_NO_LATENTS)
+
     def _on_steps(self, count: int) -> None:
         self.slider.blockSignals(True)
         self.slider.setMaximum(max(count - 1, 0))
         self.slider.blockSignals(False)
         self.slider.setEnabled(count > 0)
-        self.decode.setEnabled(count > 0)
+        self.decode.setEnabled(count > 0 and self.decodable)
         self.replay.setEnabled(self.model.record is not None)
         self.badge.show_badge(self.model.badge())
         self._on_step()
