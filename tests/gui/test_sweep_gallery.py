@@ -213,3 +213,23 @@ def test_window_has_the_gallery_dock_and_dropped_lists_become_sweeps(qtbot, wind
         assert studies.open_study(str(sweep_study)) == "sweep"
     assert opened.args == ["sweep"] and Path(gallery.model.study_dir) == sweep_study.resolve()
     assert gallery.model.rowCount() == 4
+
+
+@pytest.mark.slow
+def test_the_grid_row_headers_are_never_cut(qtbot, sweep_study: Path) -> None:  # noqa: ANN001
+    """The prompt rows' headers ("2  50 %", bold where the prompt fails) as wide as their texts at 1366×768's size."""
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    model = SweepModel()
+    gallery = SweepGallery(model)
+    qtbot.addWidget(gallery)
+    gallery.resize(640, 300)
+    gallery.show()
+    model.open_study(sweep_study)
+    grid = gallery.grid
+    header = grid.verticalHeader()
+    font = QFont(header.font())
+    font.setBold(True)
+    for row in range(grid.model().rowCount()):
+        text = str(grid.model().headerData(row, Qt.Orientation.Vertical))
+        assert header.width() >= QFontMetrics(font).horizontalAdvance(text) + 8, (text, header.width())

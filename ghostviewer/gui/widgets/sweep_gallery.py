@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QPoint, QRect, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -126,6 +126,19 @@ class SweepGrid(QTableView):
             header.setSectionResizeMode(header.ResizeMode.Fixed)
             header.setHighlightSections(False)
         model.modelReset.connect(self.fit_cells)
+        model.headerDataChanged.connect(lambda *_a: self.fit_cells())
+        model.dataChanged.connect(lambda *_a: self.fit_headers())
+
+    def fit_headers(self) -> None:
+        """The prompt rows' header as wide as its widest text, drawn bold ("2  50 %" never cut to "  50 %")."""
+        font = QFont(self.verticalHeader().font())
+        font.setBold(True)
+        metrics = QFontMetrics(font)
+        model = self.model()
+        texts = [str(model.headerData(r, Qt.Orientation.Vertical) or "") for r in range(model.rowCount())]
+        width = max((metrics.horizontalAdvance(t) for t in texts), default=0) + 14
+        if self.verticalHeader().minimumWidth() != width:
+            self.verticalHeader().setMinimumWidth(width)
 
     def cell_size(self) -> int:
         columns = max(1, self.model().columnCount())
@@ -135,6 +148,7 @@ class SweepGrid(QTableView):
         size = self.cell_size()
         self.horizontalHeader().setDefaultSectionSize(size)
         self.verticalHeader().setDefaultSectionSize(size)
+        self.fit_headers()
 
     def resizeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)  # type: ignore[arg-type]
