@@ -233,3 +233,20 @@ def test_the_grid_row_headers_are_never_cut(qtbot, sweep_study: Path) -> None:  
     for row in range(grid.model().rowCount()):
         text = str(grid.model().headerData(row, Qt.Orientation.Vertical))
         assert header.width() >= QFontMetrics(font).horizontalAdvance(text) + 8, (text, header.width())
+
+
+def test_bad_seeds_are_refused_before_the_file_picker(qtbot, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    from PySide6.QtWidgets import QFileDialog
+
+    asked: list[object] = []
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: asked.append(a) or ("", ""))
+    gallery = SweepGallery(SweepModel())
+    qtbot.addWidget(gallery)
+    gallery.seeds.setText("abc")
+    assert not gallery.open_button.isEnabled() and gallery.seeds.toolTip() == gallery.seeds_problem() != ""
+    gallery._choose_list()  # Ctrl-clicked or triggered anyway: no picker for a sweep that cannot run
+    assert asked == []
+    gallery.seeds.setText("0-9")
+    assert gallery.open_button.isEnabled()
+    gallery.open_button.click()
+    assert len(asked) == 1

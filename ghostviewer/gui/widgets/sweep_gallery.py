@@ -46,9 +46,12 @@ from ghostviewer.gui.models.sweep_model import (
 )
 from ghostviewer.gui.models.verdict_words import short_words
 from ghostviewer.gui.widgets.sweep_rates import SweepRates
+from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
 
 THUMB = 80  # the list's thumbnails (the demo's images are 64 px)
 CELL = QSize(THUMB + 12, THUMB + 38)
+SEEDS_TIP = "Seeds for a dropped prompt list: 0-99, 1,5,9 or a mix"
+OPEN_TIP = "Pick a prompt list and sweep it × these seeds"
 GRID_CELL = (36, 96)  # the grid's cells: as wide as fits all seeds in the view, within these bounds
 LINE = 16  # a text line under a list thumbnail
 BADGE_OK, BADGE_BAD = QColor("#2e7d32"), QColor("#c62828")
@@ -166,7 +169,7 @@ class SweepGallery(QWidget):
         super().__init__(parent)
         self.model, self.coordinator = model, coordinator
         self.seeds = QLineEdit("0-9")
-        self.seeds.setToolTip("Seeds for a dropped prompt list: 0-99, 1,5,9 or a mix")
+        self.seeds.setToolTip(SEEDS_TIP)
         self.seeds.setMaximumWidth(120)
         self.open_button = QPushButton("Sweep a list…")
         self.cancel_button = QPushButton("Cancel")
@@ -293,7 +296,7 @@ class SweepGallery(QWidget):
 
     def _on_state(self, state: str) -> None:
         self.cancel_button.setEnabled(state != "idle")
-        self.open_button.setEnabled(state == "idle")
+        self.open_button.setEnabled(state == "idle" and not self.seeds_problem())
 
     # -- user actions -----------------------------------------------------------------------------
     def set_view(self, which: int | str) -> None:
@@ -303,11 +306,27 @@ class SweepGallery(QWidget):
         self.views.setCurrentIndex(i)
         self.sort.setVisible(VIEWS[i] == "list")
 
+    def seeds_problem(self) -> str:
+        """Why the seeds field cannot be swept ("" when it can), in the seed spec's own words."""
+        try:
+            parse_seeds(self.seeds.text().strip() or "0-9")
+        except SeedSpecError as exc:
+            return str(exc)
+        return ""
+
     def _on_seeds(self) -> None:
-        if self.coordinator is not None:
+        problem = self.seeds_problem()
+        self.seeds.setStyleSheet("border: 1px solid #c62828" if problem else "")
+        self.seeds.setToolTip(problem or SEEDS_TIP)
+        self.open_button.setEnabled(not problem)
+        self.open_button.setToolTip(f"Fix the seeds first: {problem}" if problem else OPEN_TIP)
+        if self.coordinator is not None and not problem:
             self.coordinator.set_seeds(self.seeds.text().strip() or "0-9")
 
     def _choose_list(self) -> None:
+        if self.seeds_problem():  # refused before a file is picked, not after
+            self._on_seeds()
+            return
         path, _ = QFileDialog.getOpenFileName(self, "Sweep a prompt list", "",
                                               "Prompt lists (*.txt *.csv *.jsonl *.json)")
         if path:
