@@ -129,8 +129,9 @@ class BlockModel(QObject):
             self.captureChanged.emit()
 
     def clear_ticks(self) -> None:
-        if self.bypass or self.capture:
-            self.bypass, self.capture = {}, set()
+        """Every tick off: bypasses, captures and Capture attention (all of them change the next run)."""
+        if self.bypass or self.capture or self.capture_attention:
+            self.bypass, self.capture, self.capture_attention = {}, set(), False
             self.bypassChanged.emit()
             self.captureChanged.emit()
 
