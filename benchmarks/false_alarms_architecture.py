@@ -11,6 +11,23 @@ each limit (worst excess beyond the healthy extremes in scale units, against the
 against the reference limits). `--demo-steps` also runs the demo itself at other step counts against its 20-step
 baseline (normalised time).
 
+Measured 2026-12-01, 2 shared cores (the copy: U-Net weights 2.8 % off in relative L2, text encoder 1.1 %; on 24
+held-out captions it draws as the demo does: background, shape colour and position 100 %, shape 96 %):
+- calibration calls (seeds 3000-3049): baseline by architecture — 0 drift alarms; the demo's colour check flagged
+  3 (2 misdrawn captions, which the demo itself misdraws 1 of on the same calls; 1 colour shift of 27 levels, since
+  moved above: limit 36); worst excess module 2.92, channel 2.17, subspace 2.42, colour 0.45 (margins 6/6/6/3).
+  Reference limits were set from these calls (analysis/reference.py).
+- held-out calls (seeds 5000-5049, `--first-seed 5000`): baseline by architecture 2 of 50, both `blank` by the
+  image verdict alone (the copy drew a white image for two 'on a white background' captions; the reference names
+  vae.decoder.conv_out, std ×0.06 — a real failure of the copy, not of the checks); 0 drift alarms, worst excess
+  module 5.20 (pipeline.noise_pred, step 19), subspace 4.50, channel 3.39, colour 2.32 (these include the two blank
+  runs); reference: the same 2 runs and no other; persistent std worst 1.32 (limit 1.5); the demo on the same calls
+  with its exact baseline: 1 misdrawn caption.
+- the demo at 15 and 30 steps against its 20-step baseline (normalised time), 20 held-out calls each: 0 drift
+  alarms; 1 flag each, the caption the demo misdraws at 20 steps too. (At 10 steps, before the 2/3-1.5× rule:
+  1 drift at pipeline.noise_pred in 20; at 3 steps a drift at scheduler.step: such runs now compare the text
+  encoder only.)
+
 Usage: python benchmarks/false_alarms_architecture.py [--runs 50] [--variant DIR] [--demo-steps 10,30]
 """
 

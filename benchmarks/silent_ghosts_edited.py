@@ -11,6 +11,22 @@ reference flagged / located = a first departure from the reference is named / na
 the differently-trained healthy copy, which must raise nothing (benchmarks/false_alarms_architecture.py counts it
 over more runs).
 
+Measured 2026-12-01 (5 seeds each, 2 shared cores; flagged / located against the demo's baseline by architecture,
+then against the demo as reference; image = the image verdict alone):
+
+    weight edit            flagged  located  image  ref flag  ref loc  how
+    vae-output-bias ±0.4     5/5      0/5     3/5     0/5       0/5    saturated 3, colour cast (demo colour check) 2
+    zero-cross-attention     3/5      0/5     1/5     0/5       0/5    blank 1, off_prompt 1, drift at noise_pred 1
+    scaled-resnet ×10        5/5      5/5     0/5     5/5       5/5    drift(std) at unet.mid_block.resnets.0, step 0
+    swapped-qk-text          4/5      0/5     0/5     1/5       0/5    off_prompt 4
+    norm-gain-cut ×0.2       0/5      0/5     0/5     0/5       0/5    (module std ×1.25-1.4: under both limits)
+    vae-swapped-channels     0/5      0/5     0/5     0/5       0/5    (a permutation: no statistic moves)
+    healthy copy             1/5      -       0/5     0/5       -      off_prompt 1: the copy misdrew the caption
+
+Gentler edits were tried first and are not flagged at all: the resnet conv ×3 (its block's stats move < 0.1 scale
+units), a GroupNorm gain halved (3.5 < margin 6), the VAE bias ±0.25 (32 levels: within a healthy model's own
+colour errors, 27).
+
 Usage: python benchmarks/silent_ghosts_edited.py [--seeds 5] [--variant DIR]
 """
 
