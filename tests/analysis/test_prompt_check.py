@@ -66,7 +66,7 @@ def test_a_prompt_without_colours_or_a_shape_colour_on_its_own_background_is_not
 
 def test_a_cast_moves_background_and_shape_alike() -> None:
     image = _drawn("red", "blue").astype(np.int16)
-    image[..., 2] -= int(CAST_LEVELS) + 10  # a stray bias on the whole image: both colours lose blue
+    image[..., 1] += int(CAST_LEVELS) + 10  # a stray bias on the whole image: both colours gain green
     check = prompt_check(np.clip(image, 0, 255).astype(np.uint8), "a red circle on a blue background")
     assert check is not None and check["ok"] is True  # the labels still read right
     assert "a colour cast" in str(check["cast"]) and check["colour_shift"] == int(CAST_LEVELS) + 10
