@@ -13,7 +13,7 @@ from ghostviewer.gui.widgets.stat_plot import StatPlot
 from tests.gui.fake_runs import MODULES, write_fake_run
 
 
-def _plot(qtbot, tmp_path: Path, steps: int) -> StatPlot:  # noqa: ANN001
+def _plot(qtbot, tmp_path: Path, steps: int, extra: tuple[str, ...] = ()) -> StatPlot:  # noqa: ANN001
     timeline, selection = TimelineModel(), StatSelection()
     series = StatSeries(timeline, selection, synchronous=True)
     plot = StatPlot(timeline, selection, series=series)
@@ -23,7 +23,7 @@ def _plot(qtbot, tmp_path: Path, steps: int) -> StatPlot:  # noqa: ANN001
     plot.show()
     qtbot.waitExposed(plot)
     timeline.open_run(write_fake_run(tmp_path, steps=steps))
-    for module in MODULES:
+    for module in (*MODULES, *extra):
         selection.toggle(module, True)
     qtbot.waitUntil(lambda: plot.idle and len(plot._curves) == len(MODULES))
     QApplication.processEvents()
@@ -77,3 +77,18 @@ def test_a_short_plot_names_the_colours_in_its_list(qtbot, tmp_path: Path) -> No
               for i in range(plot.modules.count())}
     assert all(not plot.modules.item(i).icon().isNull() for i in range(plot.modules.count()))
     assert all(listed[m] == plot._curves[m].opts["pen"].color().name() for m in MODULES), listed
+
+
+def test_a_legend_of_many_rows_still_stands_clear(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    plot = _plot(qtbot, tmp_path, steps=20)
+    plot.resize(560, 300)
+    for module in list(plot._curves)[:2]:  # the names change length: the rows re-flow
+        plot.selection.toggle(module, False)
+        plot.selection.toggle(module, True)
+    qtbot.waitUntil(lambda: plot.idle)
+    QApplication.processEvents()
+    view = plot.plot.getPlotItem().getViewBox().sceneBoundingRect()
+    legend = plot.legend.sceneBoundingRect()
+    rows = -(-len(plot.legend.items) // plot.legend.columnCount)
+    assert legend.height() >= rows * 12, (legend.height(), rows)
+    assert view.top() >= legend.bottom() - 1, (view, legend)

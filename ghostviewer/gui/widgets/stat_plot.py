@@ -132,7 +132,7 @@ class StatPlot(QSplitter):
         item.titleLabel.hide()
         item.layout.addItem(self.legend, 0, 1)
         item.legend = self.legend  # plot(name=...) adds its curve here
-        item.getViewBox().sigResized.connect(lambda _box: self._flow_legend())
+        item.getViewBox().sigResized.connect(lambda _box: (self._flow_legend(), self._place_notice()))
         self.line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen("#ffca28", width=2))
         self.plot.addItem(self.line)
         # Said in words when every shown value is NaN/Inf: an empty plot must not look like "nothing recorded".
@@ -178,12 +178,16 @@ class StatPlot(QSplitter):
         if no_finite_values([self.series.series(m, stat)[1] for m in modules]):
             self.no_finite.setText(f"all {stat} values NaN/Inf")
             self.no_finite.adjustSize()
-            box = self.plot.getPlotItem().getViewBox()
-            top = self.plot.mapFromScene(box.sceneBoundingRect().topLeft())  # below the legend, inside the curves
-            self.no_finite.move(top.x() + 6, top.y() + 4)
+            self._place_notice()
             self.no_finite.show()
         else:
             self.no_finite.hide()
+
+    def _place_notice(self) -> None:
+        """The NaN notice inside the curves' box, below the legend."""
+        box = self.plot.getPlotItem().getViewBox()
+        top = self.plot.mapFromScene(box.sceneBoundingRect().topLeft())
+        self.no_finite.move(top.x() + 6, top.y() + 4)
 
     def _on_run(self) -> None:
         self._fit_y, self._all_dirty = True, True
@@ -286,8 +290,8 @@ class StatPlot(QSplitter):
             return [m for m in self._curves if m in self.selection.modules]
         return self.series.modules
 
-    def _flow_legend(self) -> None:
-        """As many legend entries a row as the plot's width holds."""
+    def _flow_legend(self, changed: bool = False) -> None:
+        """As many legend entries a row as the plot's width holds (`changed`: entries or their names changed)."""
         items = self.legend.items
         if not items:
             return
@@ -296,10 +300,17 @@ class StatPlot(QSplitter):
         columns = max(1, min(len(items), int(room // max(widest, 1))))
         if columns != self.legend.columnCount:
             self.legend.setColumnCount(columns)
+            changed = True
+        if changed:
+            self.legend.updateGeometry()  # the plot's layout gives the legend its new height now
+            self.plot.getPlotItem().layout.invalidate()
         # A short plot: a legend of a third of its height or more would crowd the curves out; the module list
         # says which colour is which instead (its checked names in their curves' colours).
         rows = -(-len(items) // columns)
-        self.legend.setVisible(rows * LEGEND_ROW_PX < self.plot.height() / 3)
+        visible = rows * LEGEND_ROW_PX < self.plot.height() / 3
+        if visible != self.legend.isVisible():
+            self.legend.setVisible(visible)
+            self.plot.getPlotItem().layout.invalidate()
         self._colour_list()
 
     def _colour_list(self) -> None:
@@ -328,6 +339,7 @@ class StatPlot(QSplitter):
         if stat != self._ylabel:
             self.plot.setLabel("left", stat)
             self._ylabel, self._all_dirty = stat, True
+        new_curves = [m for m in wanted if m not in self._curves]
         for i, module in enumerate(wanted):
             curve = self._curves.get(module)
             colour = curve_colour(i)
@@ -346,11 +358,13 @@ class StatPlot(QSplitter):
             curve.setData(x, y, symbol="o" if alone else None, symbolSize=6, symbolPen=pen,
                           symbolBrush=pen.color() if alone else None)
         labels = legend_labels(wanted)
+        relabelled = False
         for sample, label in self.legend.items:
             name = sample.item.name()
             if name in labels and label.text != labels[name]:
                 label.setText(labels[name])
-        self._flow_legend()
+                relabelled = True
+        self._flow_legend(relabelled or bool(new_curves))
         self._all_dirty = False
         self._dirty.clear()
         self._say_when_nothing_is_finite(wanted, stat)
