@@ -131,6 +131,9 @@ class MainWindow(QMainWindow):
         a = self.actions = create_actions(self)
         top.addActions(navigation_actions(a))  # Space, arrows, Home, End: only in the timeline, images and plot
         self.stat_plot.plot.addActions(navigation_actions(a))
+        self.heatmap.plot.addActions(navigation_actions(a))  # after a click in the heat map, too
+        self.heatmap.plot.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        self.block_tree.tree.addActions([a.step_back, a.step_forward])  # Left/Right scrub; Up/Down walk blocks
         top.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         self.recent_menu = build_menus(self, a, self.docks)
         self.recent_menu.aboutToShow.connect(self._fill_recent)
