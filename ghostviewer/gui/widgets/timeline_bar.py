@@ -9,7 +9,16 @@ from typing import Any
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSlider, QStyle, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QProxyStyle,
+    QSizePolicy,
+    QSlider,
+    QStyle,
+    QToolButton,
+    QWidget,
+)
 
 from ghostviewer.analysis.compare import describe_divergence
 from ghostviewer.gui.models.timeline_model import TimelineModel
@@ -34,6 +43,15 @@ class ReplayWords(QLabel):
         return QSize(self.words_width() if self.words else 0, super().sizeHint().height())
 
 
+class JumpToClickStyle(QProxyStyle):
+    """A click in the slider's groove moves the handle to the click (the step under it), not a page of 5."""
+
+    def styleHint(self, hint, option=None, widget=None, returnData=None):  # noqa: ANN001, ANN201, N802, N803
+        if hint == QStyle.StyleHint.SH_Slider_AbsoluteSetButtons:
+            return Qt.MouseButton.LeftButton.value
+        return super().styleHint(hint, option, widget, returnData)
+
+
 DECODE_TIP = "Full VAE decode of this step's latents (Ctrl+D)"
 DECODE_NO_LATENTS = "This step kept no latents (a sweep's runs keep only their previews): nothing to decode"
 
@@ -50,6 +68,8 @@ class TimelineBar(QWidget):
             (False, QStyle.StandardPixmap.SP_MediaPlay), (True, QStyle.StandardPixmap.SP_MediaPause))}
         self.play.setIcon(self._icons[False])
         self.slider = QSlider(Qt.Orientation.Horizontal, minimum=0, maximum=0, pageStep=5)
+        self._slider_style = JumpToClickStyle(self.slider.style())  # kept: the slider does not own it
+        self.slider.setStyle(self._slider_style)
         self.slider.setToolTip("Denoising step (← / →, Home / End)")
         self.slider.setMinimumWidth(100)  # nothing beside it may squeeze it away
         self.step_label = ElidedLabel("no run")  # in a narrow bar the step's number stays, the rest behind '…'
