@@ -65,6 +65,8 @@ REPLAY_LABEL = "replay {k}/{n}"  # the queue row of one replay of a batch
 COMPARE_PICK_TWO = "Select two runs in the history (Ctrl+click the second) to compare them."
 COMPARE_NO_RUN = "Show a run first: it is run A of the comparison."
 # Bisection by bypass.
+CLI_MEMORY_HINT = "(or run it with --no-memory-check, memory_check=False in the API, to try anyway)"  # spec/checks.py
+WINDOW_MEMORY_HINT = "in Size (w×h), or set Device to one with more free memory"
 REPLAY_STUDY_FAILED = "The replays go to the runs folder one by one: their study cannot be written ({message})."
 BISECT_BUSY = "A bisection is already running; cancel it first."
 BISECT_NOTHING = "Nothing to bisect: run {run_id} ended {status} with no bad verdict and no anomaly."

@@ -42,6 +42,11 @@ class Command:
     job_id: int | None = None  # run: the job
 
 
+def window_words(message: str) -> str:
+    """An engine message in the window's words: no command-line option a window user has no way to pass."""
+    return message.replace(messages.CLI_MEMORY_HINT, messages.WINDOW_MEMORY_HINT)
+
+
 def job_key(job: Job) -> Key:
     s = job.settings
     return (str(s.get("source") or "demo"), str(s.get("device") or "auto"), str(s.get("dtype") or ""))
@@ -266,7 +271,7 @@ class JobScheduler(QObject):
         self.tick()
 
     def _on_error(self, event: dict[str, Any]) -> None:
-        message = str(event.get("message") or "unknown error")
+        message = window_words(str(event.get("message") or "unknown error"))
         command = self._inflight
         if command is not None and command.ident == event.get("id") and command.kind == "load":
             self._load_failed(command.key or self.pipeline.key(), message)
