@@ -74,7 +74,7 @@ def test_from_a_real_study_counts_its_members_only(tmp_path: Path) -> None:
                             verdict=verdict)
             summary = {"verdict": verdict, "first_anomaly": None, "status": "done"}
             study.add_run(run, {"prompt": prompt, "seed": seed}, summary=summary)
-    study.add_run(tmp_path / "elsewhere", {"reference": 0}, role="reference", summary={"verdict": "nan"})
+    study.add_run(study.runs_dir / "reference", {"reference": 0}, role="reference", summary={"verdict": "nan"})
     study.finish("done")
     stats = SweepStats.from_study(study.path)
     assert (stats.failed, stats.total) == (1, 4)

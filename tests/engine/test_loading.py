@@ -268,7 +268,7 @@ def test_broken_model_index(tiny_sd_dir: Path, tmp_path: Path) -> None:
     (folder / "model_index.json").write_text("{not json")
     with pytest.raises(SourceError) as error:
         load_pipeline(folder, device="cpu")
-    assert "cannot be read as JSON" in one_line(error)
+    assert "model_index.json is not valid JSON" in one_line(error)
 
 
 def test_diffusers_failure_becomes_one_line(tiny_sd_dir: Path, tmp_path: Path) -> None:
