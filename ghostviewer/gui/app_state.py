@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from ghostviewer.gui import messages
 from ghostviewer.gui.app_settings import AppSettings
@@ -18,6 +20,8 @@ from ghostviewer.gui.models.stat_selection import StatSelection
 from ghostviewer.gui.models.step_data_model import StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.path_opener import PathOpener
+
+log = logging.getLogger("ghostviewer.gui")
 
 
 @dataclass
@@ -36,6 +40,7 @@ class AppState:
     blocks: BlockModel
     step_data: StepDataModel = field(default_factory=StepDataModel)  # the shown run's step, read once
     step_data_b: StepDataModel = field(default_factory=StepDataModel)  # the "B" run of a comparison
+    _at_start: dict[str, Any] = field(default_factory=dict)  # remembered() as restored
 
     def restore(self) -> None:
         """Remembered prompt fields, recent pipelines, device, dtype and plot choices (not the source: the
@@ -49,14 +54,30 @@ class AppState:
         self.pipeline.dtype = dtype if dtype in DTYPES else ""
         self.selection.set_stat(s.get_json("plot_stat", "absmax"))
         self.pipeline.changed.emit()
+        self._at_start = self.remembered()  # save() writes only what changes from here
+
+    def remembered(self) -> dict[str, Any]:
+        """What this window would remember now, by settings key."""
+        return {"prompt": self.prompt.to_dict(), "recent_pipelines": list(self.pipeline.recent),
+                "device": self.pipeline.device, "dtype": self.pipeline.dtype, "plot_stat": self.selection.stat}
 
     def save(self) -> None:
+        """Write what this window changed since it opened — and only that: two windows open on one settings file
+        keep each other's changes (the last to quit no longer overwrites every key). Recent pipelines are
+        merged, this window's first. A key both windows changed gets this window's value, said in the log."""
         s = self.settings
-        s.set_json("prompt", self.prompt.to_dict())
-        s.set_json("recent_pipelines", self.pipeline.recent)
-        s.set_json("device", self.pipeline.device)
-        s.set_json("dtype", self.pipeline.dtype)
-        s.set_json("plot_stat", self.selection.stat)
+        s.sync()  # what another window wrote meanwhile
+        for key, value in self.remembered().items():
+            start = self._at_start.get(key)
+            on_disk = s.get_json(key, value) if s.qsettings.contains(key) else None
+            if key == "recent_pipelines":
+                theirs = [r for r in (on_disk or []) if isinstance(r, str)]
+                value = list(dict.fromkeys([*value, *theirs]))[:MAX_RECENT]
+            elif value == start:
+                continue  # unchanged here: whatever is on disk (another window's choice) stays
+            elif on_disk is not None and on_disk != start and on_disk != value:
+                log.info("settings: %s was changed in another GhostViewer window too; this window's is kept", key)
+            s.set_json(key, value)
         s.sync()
 
 
