@@ -55,6 +55,7 @@ from ghostviewer.gui.window_layout import (
     save_layout,
 )
 
+STEP_IMAGES_MIN_PX = 200  # two rows of previews ~90 px each with their titles, whatever dock is raised
 ENGINE_WORDS = {"stopped": "engine stopped — Engine ▸ Restart engine", "starting": "engine starting…",
                 "refused": "engine refused: another protocol version (see the message)",
                 "loading": "engine loading the pipeline…", "ready": "engine ready", "running": "engine running",
@@ -97,6 +98,7 @@ class MainWindow(QMainWindow):
         column.setSpacing(2)
         column.addWidget(self.run_header)
         column.addWidget(self.step_images, 1)
+        self.step_images.setMinimumHeight(STEP_IMAGES_MIN_PX)  # a raised bottom dock stops there
         column.addWidget(self.timeline_bar)
         center = QSplitter(Qt.Orientation.Vertical)
         center.addWidget(top)
