@@ -74,9 +74,12 @@ class ErrorReporter(QObject):
         if not self.dialogs:
             return
         for shown in self._open:  # the same message again (the engine died twice): one box, brought forward
-            if shown.text() == message:
+            if message in shown.text().split("\n\n"):
                 shown.raise_()
                 return
+        if self._open:  # another message while a box is open (the engine died mid-sweep: the sweep and the
+            self._fold(self._open[-1], message)  # engine both say so): one box saying both, its remedies kept
+            return
         box = QMessageBox(QMessageBox.Icon.Warning, "GhostViewer", message, QMessageBox.StandardButton.Ok,
                           self.parent_widget)
         if show_details and details and details.strip() != message.strip():
@@ -89,6 +92,16 @@ class ErrorReporter(QObject):
         box.finished.connect(lambda _result, box=box: self._closed(box))
         self._open.append(box)
         box.open()  # window-modal, but not blocking: the run queue and timers keep going
+
+    def _fold(self, box: QMessageBox, message: str) -> None:
+        box.setText(f"{box.text()}\n\n{message}")
+        labels = {button.text() for button in box.buttons()}
+        for label, action in self.remedies(message):
+            if label not in labels:
+                button = box.addButton(label, QMessageBox.ButtonRole.AcceptRole)
+                button.clicked.connect(lambda _checked=False, action=action: action())
+                box.setDefaultButton(button)
+        box.raise_()
 
     def _closed(self, box: QMessageBox) -> None:
         if box in self._open:
