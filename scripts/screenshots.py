@@ -1,6 +1,6 @@
 """README screenshots of the real window at 1366×768 on real demo runs, one per main view, in resources/readme/:
 
-- gui-welcome.png    the first-run welcome over the window (the guided hunt);
+- gui-welcome.png    the first-run welcome tour, a panel in the left column (the guided hunt);
 - gui-main.png       a healthy run: latents, previews, predicted x0, a VAE decode, the final image, the plot;
 - gui-ghost.png      the nan-latents ghost after Ctrl+J: NaN from pipeline.prepare_latents at step 0;
 - gui-vae.png        fp16-vae-overflow in float32: "ok · overflow", the heat map's dec column outlined;
@@ -104,20 +104,13 @@ def run_and_wait(window, **prompt) -> object:  # noqa: ANN001
 
 
 def welcome_shot(window, path: Path) -> None:  # noqa: ANN001
-    """The welcome dialog where it opens over the window (composited: grab() draws one window at a time)."""
-    from PySide6.QtGui import QPainter
-
+    """The welcome tour where it opens: a panel in the left column, beside the views it points at."""
     from ghostviewer.gui.dialogs.welcome import show_welcome
 
-    dialog = show_welcome(window)
-    dialog.move(window.geometry().center() - dialog.rect().center())
-    settle(window)
-    canvas = window.grab()
-    painter = QPainter(canvas)
-    painter.drawPixmap(dialog.geometry().topLeft() - window.geometry().topLeft(), dialog.grab())
-    painter.end()
-    save(canvas, path)
-    dialog.close()
+    panel = show_welcome(window)
+    shoot(window, path)
+    panel.close()
+    window.reset_layout()
 
 
 def main_shot(window, path: Path) -> None:  # noqa: ANN001

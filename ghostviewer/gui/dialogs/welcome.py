@@ -1,6 +1,8 @@
-"""The first-run welcome: a small non-modal dialog that loads the demo pipeline and walks a new user through one
-ghost, step by step — run it, read the verdict, find it in the heat map, jump to it (Ctrl+J), bypass the culprit
-in Blocks, run again, then replay / bisect / bundle. Shown once, on the first launch; Help ▸ Welcome afterwards.
+"""The first-run welcome: a side panel (a dock in the left column, over the Pipeline panel the tour does not need)
+that loads the demo pipeline and walks a new user through one ghost, step by step — run it, read the verdict, find
+it in the heat map, jump to it (Ctrl+J), bypass the culprit in Blocks, run again, then replay / bisect / bundle. A
+dock, not a dialog: it never covers the images, badge, heat map or Blocks it asks you to read. Shown once, on the
+first launch; Help ▸ Welcome afterwards.
 
 The ghost is the ghost lab's `short-prompt-attention`: for prompts of at most two words a cross-attention block
 divides 0 by 0, the run turns NaN at step 0 in unet.down_blocks.1.attentions.0, and bypassing that block cures it.
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QPushButton, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDockWidget, QGridLayout, QPushButton, QTextBrowser, QVBoxLayout, QWidget
 
 TOUR_GHOST = "short-prompt-attention"
 TOUR_PROMPT = {"prompt": "red circle", "negative": "", "seed": 7, "seed_locked": True, "steps": 20,
@@ -68,15 +70,17 @@ def bypass_culprit(state: Any) -> bool:
     return bool(module) and state.blocks.set_bypass(module, True)
 
 
-class WelcomeDialog(QDialog):
+TOUR_HEIGHT_PX = 420  # the panel's share of the left column (the Prompt panel and its Run button stay below)
+
+
+class WelcomePanel(QWidget):
     def __init__(self, window: Any, parent: QWidget | None = None) -> None:
-        super().__init__(parent or window)
+        super().__init__(parent)
         self.window_, state = window, window.state
-        self.setWindowTitle("Welcome to GhostViewer")
-        self.setModal(False)
+        self.setWindowTitle("Welcome")
         self.text = QTextBrowser(openExternalLinks=False)
         self.text.setHtml(tour_steps_text(window.actions))
-        buttons = QHBoxLayout()
+        buttons = QGridLayout()
         self.buttons: dict[str, QPushButton] = {}
         for key, label, slot in (
                 ("setup", "1 · Set up the ghost", lambda: set_up_tour(state)),
@@ -87,13 +91,18 @@ class WelcomeDialog(QDialog):
                 ("close", "Close", self.close)):
             button = QPushButton(label)
             button.clicked.connect(slot)
-            buttons.addWidget(button)
+            buttons.addWidget(button, len(self.buttons) // 2, len(self.buttons) % 2)  # two a row: a narrow column
             self.buttons[key] = button
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.text, 1)
         layout.addLayout(buttons)
-        self.resize(640, 480)
-        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose, False)
+        self.dock: QDockWidget | None = None
+
+    def close(self) -> bool:  # noqa: D102 - the panel closes with its dock
+        if self.dock is not None:
+            self.dock.hide()
+        return super().close()
 
     def _bring(self, title: str) -> None:
         for dock in self.window_.docks:
@@ -107,16 +116,27 @@ class WelcomeDialog(QDialog):
             self._bring("Blocks")
 
 
-def show_welcome(window: Any) -> WelcomeDialog:
-    dialog = getattr(window, "welcome_dialog", None)
-    if dialog is None:
-        dialog = window.welcome_dialog = WelcomeDialog(window)
-    dialog.show()
-    dialog.raise_()
-    return dialog
+def show_welcome(window: Any) -> WelcomePanel:
+    """The tour in the left column, in front of the Pipeline panel (tabbed with it), tall enough to read."""
+    panel = getattr(window, "welcome_dialog", None)
+    if panel is None:
+        panel = window.welcome_dialog = WelcomePanel(window)
+        dock = panel.dock = QDockWidget("Welcome", window)
+        dock.setObjectName("dock-welcome")
+        dock.setWidget(panel)
+        window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        pipeline = next((d for d in window.docks if d.windowTitle() == "Pipeline"), None)
+        if pipeline is not None:
+            window.tabifyDockWidget(pipeline, dock)
+    dock = panel.dock
+    dock.show()
+    panel.show()
+    dock.raise_()
+    window.resizeDocks([dock], [TOUR_HEIGHT_PX], Qt.Orientation.Vertical)
+    return panel
 
 
-def welcome_once(window: Any) -> WelcomeDialog | None:
+def welcome_once(window: Any) -> WelcomePanel | None:
     """On the first launch only (remembered in the settings); Help ▸ Welcome afterwards."""
     settings = window.state.settings
     if settings.get_json(SHOWN_KEY, False):
