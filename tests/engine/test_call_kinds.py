@@ -45,10 +45,13 @@ def _pixels(path: Path | str) -> np.ndarray:
 def test_img2img_run_is_recorded_with_its_input_and_only_its_strengths_steps(demo_loaded, runs_dir: Path,
                                                                             inputs: dict[str, Path]) -> None:
     plain = api.run(demo_loaded.pipe, PROMPT, steps=STEPS, runs_dir=runs_dir)
+    events: list[dict] = []
     result = api.run(demo_loaded.pipe, PROMPT, steps=STEPS, runs_dir=runs_dir, init_image=inputs["init"],
-                     strength=0.25)
+                     strength=0.25, on_progress=events.append)
     record = RunRecord(result["run_dir"])
     settings = record.settings
+    steps_events = [e for e in events if e.get("event") == "step"]
+    assert steps_events and all(e["steps"] == int(STEPS * 0.25) for e in steps_events)  # progress bars end full
     assert settings["kind"] == "img2img" and settings["strength"] == 0.25
     assert settings["init_image"] == str(inputs["init"].resolve()) and "mask" not in settings
     assert len(record.steps()) == int(STEPS * 0.25)  # diffusers runs int(steps × strength) steps

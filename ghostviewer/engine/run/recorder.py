@@ -358,7 +358,8 @@ def _record(
         state.update(mem=after, x0=None)
         reset_peak(loaded.device)
         # Sent once the step is committed: readers of the record can show it.
-        writer.after(lambda: {"event": "step", "run_dir": str(writer.path), "step": index, "steps": settings.steps,
+        total = last_step() + 1  # the steps the call makes (img2img: int(steps × strength)), for progress bars
+        writer.after(lambda: {"event": "step", "run_dir": str(writer.path), "step": index, "steps": total,
                               "first_anomaly": first.result()})
         writer.release(emit, now=final)  # the decode that follows never holds steps back
         writer.check()  # a record that cannot be written fails the run now
