@@ -70,7 +70,7 @@ def bypass_culprit(state: Any) -> bool:
     return bool(module) and state.blocks.set_bypass(module, True)
 
 
-TOUR_HEIGHT_PX = 420  # the panel's share of the left column (the Prompt panel and its Run button stay below)
+TOUR_HEIGHT_PX = 330  # the panel's share of the left column: the Prompt panel below keeps its Ghost field and Run
 
 
 class WelcomePanel(QWidget):

@@ -68,7 +68,7 @@ class TimelineBar(QWidget):
             (False, QStyle.StandardPixmap.SP_MediaPlay), (True, QStyle.StandardPixmap.SP_MediaPause))}
         self.play.setIcon(self._icons[False])
         self.slider = QSlider(Qt.Orientation.Horizontal, minimum=0, maximum=0, pageStep=5)
-        self._slider_style = JumpToClickStyle(self.slider.style())  # kept: the slider does not own it
+        self._slider_style = JumpToClickStyle()  # proxies the application style without owning it (kept here)
         self.slider.setStyle(self._slider_style)
         self.slider.setToolTip("Denoising step (← / →, Home / End)")
         self.slider.setMinimumWidth(100)  # nothing beside it may squeeze it away
