@@ -86,16 +86,18 @@ def restore_geometry(window: QMainWindow, settings: Any) -> QByteArray | None:
 
 def hide_stray_tab_bars(window: Any) -> int:
     """Qt can leave the tab bar of a former tab group on screen after restoreState: hide every dock tab bar
-    whose tabs are not exactly one of today's tab groups. Returns how many it hid."""
-    docks = docks_by_title(window)
+    whose tabs are not exactly one of today's tab groups (of every dock of the window: the welcome panel's too).
+    Returns how many it hid."""
+    docks = {dock.windowTitle(): dock for dock in window.findChildren(QDockWidget) if dock.parentWidget() is window}
     hidden = 0
     for bar in window.findChildren(QTabBar):
         titles = {bar.tabText(i) for i in range(bar.count())}
         if not bar.isVisible() or bar.parentWidget() is not window or not titles <= docks.keys():
             continue
         some = docks[next(iter(titles))] if titles else None
-        group = set() if some is None else {d.windowTitle() for d in window.tabifiedDockWidgets(some)}
-        if not titles or titles != group | {some.windowTitle()}:
+        group = set() if some is None else {d.windowTitle() for d in window.tabifiedDockWidgets(some)
+                                            if not d.isHidden()}
+        if not titles or some is None or some.isHidden() or titles != group | {some.windowTitle()}:
             bar.hide()
             hidden += 1
     return hidden

@@ -32,3 +32,20 @@ def test_the_tour_stands_beside_what_it_points_at(window, qtbot, size) -> None: 
     panel.close()
     assert not panel.dock.isVisible()
     assert show_welcome(window) is panel and panel.dock.isVisible()  # Help ▸ Welcome brings it back
+
+
+def test_no_tab_bar_of_the_tour_is_left_after_it_closes(window, qtbot) -> None:  # noqa: ANN001
+    from PySide6.QtWidgets import QTabBar
+
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    panel = show_welcome(window)
+    QApplication.processEvents()
+    panel.close()
+    window.reset_layout()
+    qtbot.wait(50)  # the deferred clean-ups
+    QApplication.processEvents()
+    stray = [bar for bar in window.findChildren(QTabBar) if bar.isVisible()
+             and "Welcome" in {bar.tabText(i) for i in range(bar.count())}]
+    assert stray == []

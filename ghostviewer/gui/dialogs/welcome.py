@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QGridLayout, QPushButton, QTextBrowser, QVBoxLayout, QWidget
+
+from ghostviewer.gui.window_layout import hide_stray_tab_bars
 
 TOUR_GHOST = "short-prompt-attention"
 TOUR_PROMPT = {"prompt": "red circle", "negative": "", "seed": 7, "seed_locked": True, "steps": 20,
@@ -102,6 +104,7 @@ class WelcomePanel(QWidget):
     def close(self) -> bool:  # noqa: D102 - the panel closes with its dock
         if self.dock is not None:
             self.dock.hide()
+            QTimer.singleShot(0, self.window_, lambda: hide_stray_tab_bars(self.window_))  # its tab bar goes too
         return super().close()
 
     def _bring(self, title: str) -> None:
@@ -132,7 +135,9 @@ def show_welcome(window: Any) -> WelcomePanel:
     dock.show()
     panel.show()
     dock.raise_()
-    window.resizeDocks([dock], [TOUR_HEIGHT_PX], Qt.Orientation.Vertical)
+    queue = next((d for d in window.docks if d.windowTitle() == "Run queue"), None)
+    shown = [dock] + ([queue] if queue is not None else [])  # the queue, empty on a first launch, gives way
+    window.resizeDocks(shown, [TOUR_HEIGHT_PX, 90][:len(shown)], Qt.Orientation.Vertical)
     return panel
 
 
