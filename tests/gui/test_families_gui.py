@@ -99,7 +99,7 @@ def test_a_recorded_run_of_each_family_is_shown(family: str, family_runs: dict[s
     assert state.engine.state != "ready"  # no engine: the record alone
     assert state.opener.open_run(family_runs[family])
     assert state.timeline.count == STEPS and state.timeline.step == STEPS - 1
-    assert f"step {STEPS - 1} of 0–{STEPS - 1}" in win.timeline_bar.step_label.text()
+    assert f"step {STEPS - 1} of 0–{STEPS - 1}" in win.timeline_bar.step_label.full_text
 
     for step in range(STEPS):
         state.timeline.set_step(step)

@@ -15,7 +15,9 @@ window = create_window(dialogs=False)
 window.show()
 app.processEvents()
 bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'diffusers', 'transformers'))
-print('LEAKED', bad)
+print('LEAKED', bad, flush=True)
+import os
+os._exit(0)  # the question is the imports: no interpreter teardown with live Qt objects (it can crash under load)
 """
 
 

@@ -46,7 +46,7 @@ def test_queue_a_run_and_watch_it(win, qtbot) -> None:  # noqa: ANN001
 def test_scrub_the_timeline(win) -> None:  # noqa: ANN001
     state = win.state
     win.timeline_bar.slider.setValue(4)
-    assert state.timeline.step == 4 and "step 4 of 0–19" in win.timeline_bar.step_label.text()
+    assert state.timeline.step == 4 and "step 4 of 0–19" in win.timeline_bar.step_label.full_text
     win.actions.step_forward.trigger()
     assert state.timeline.step == 5 and abs(win.stat_plot.line.value() - 5) < 1e-9
     assert win.stat_plot._curves, "the statistic plot shows the default modules"

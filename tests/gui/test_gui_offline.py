@@ -30,7 +30,7 @@ def test_scrub_with_slider_and_keys(window, gui_env: Path, qtbot) -> None:  # no
     assert state.timeline.step == 5
     window.timeline_bar.slider.setValue(2)
     assert state.timeline.step == 2
-    assert "step 2 of 0–5" in window.timeline_bar.step_label.text()
+    assert "step 2 of 0–5" in window.timeline_bar.step_label.full_text
     window.actions.step_forward.trigger()
     assert state.timeline.step == 3 and window.timeline_bar.slider.value() == 3
     window.actions.step_back.trigger()

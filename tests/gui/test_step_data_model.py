@@ -137,7 +137,7 @@ def test_steps_are_the_records_indexes(window, gui_env: Path, qtbot, monkeypatch
     assert window.step_images.shown.step == 9 and float(state.step_data.current.latents.max()) == 9.0
     window.timeline_bar.slider.setValue(0)
     qtbot.waitUntil(lambda: state.step_data.idle, timeout=5000)
-    assert timeline.step == 5 and "step 5 of 0–9" in window.timeline_bar.step_label.text()
+    assert timeline.step == 5 and "step 5 of 0–9" in window.timeline_bar.step_label.full_text
     assert float(window.step_images.shown.latents.max()) == 5.0  # the file of step 5, not of step 0
     assert window.feature_maps.step_data.step == 5 and abs(window.stat_plot.line.value() - 5) < 1e-9
     window.actions.step_forward.trigger()

@@ -100,7 +100,7 @@ def test_badge_and_header_agree_and_the_jump_selects_everywhere(win, real_runs: 
     assert win.heatmap.cursor.rect().center().x() == grid.step_column(0)
     assert "pipeline.prepare_latents" in state.selection.modules  # the plot draws it
     assert "denoise step 0" in win.statusBar().currentMessage()
-    assert "step 0 of 0–2" in win.timeline_bar.step_label.text()
+    assert "step 0 of 0–2" in win.timeline_bar.step_label.full_text
 
 
 @pytest.mark.slow
