@@ -23,7 +23,8 @@ run: $(STAMP)
 # (the "timing" xdist_group, tests/conftest.py); each worker's torch keeps to one thread.
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not live_engine"
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -p no:xdist -m live_engine
 
 demo: $(STAMP)
 	$(BIN)/ghostviewer demo

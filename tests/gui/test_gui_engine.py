@@ -43,8 +43,15 @@ def test_queue_a_run_and_watch_it(win, qtbot) -> None:  # noqa: ANN001
     qtbot.waitUntil(lambda: any(e.path == job.run_dir for e in state.history.entries), timeout=5000)
 
 
-def test_scrub_the_timeline(win) -> None:  # noqa: ANN001
+def _settled(win, qtbot) -> None:  # noqa: ANN001
+    """The finished run is the timeline's, its steps on the slider (they are read off the GUI thread)."""
+    qtbot.waitUntil(lambda: win.state.timeline.count == 20 and win.timeline_bar.slider.maximum() == 19
+                    and win.state.step_data.idle, timeout=RUN_TIMEOUT_MS)
+
+
+def test_scrub_the_timeline(win, qtbot) -> None:  # noqa: ANN001
     state = win.state
+    _settled(win, qtbot)
     win.timeline_bar.slider.setValue(4)
     assert state.timeline.step == 4 and "step 4 of 0–19" in win.timeline_bar.step_label.full_text
     win.actions.step_forward.trigger()
@@ -65,6 +72,7 @@ def test_decode_a_step(win, qtbot) -> None:  # noqa: ANN001
 
 
 def test_replay_reproduces(win, qtbot) -> None:  # noqa: ANN001
+    _settled(win, qtbot)
     with qtbot.waitSignal(win.state.controller.sigReplayChecked, timeout=RUN_TIMEOUT_MS) as checked:
         win.actions.replay.trigger()
     assert checked.args[0]["reproduced"] is True, checked.args[0]
@@ -96,8 +104,7 @@ def test_reopen_from_history(win) -> None:  # noqa: ANN001
     state = win.state
     state.timeline.close_run()
     state.history.refresh()
-    first = state.history.entries[-1]  # oldest: the run of test_queue_a_run_and_watch_it
-    assert first.seed == 7 and first.steps == 20
+    first = next(e for e in reversed(state.history.entries) if e.seed == 7 and e.steps == 20)  # test_queue_a_run…
     win.history_panel.select(first.path)
     assert state.timeline.run_dir == first.path and state.timeline.count == 20
     assert win.timeline_bar.badge.kind in ("ok", "bad")

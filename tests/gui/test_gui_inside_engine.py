@@ -50,6 +50,7 @@ def test_blocks_arrive_and_bypass_is_a_clean_experiment(win, qtbot) -> None:  # 
 
 def test_first_anomaly_jump_finds_the_fault(win, qtbot) -> None:  # noqa: ANN001
     state, tree = win.state, win.block_tree
+    qtbot.waitUntil(lambda: FAULTY in tree.items, timeout=RUN_TIMEOUT_MS)  # the blocks arrive from the engine
     tree.items[FAULTY].setCheckState(CAPTURE, Qt.CheckState.Checked)
     tree.attention.setChecked(True)
     job = _run(qtbot, win, prompt="red circle", seed=0, steps=6, fault="short-prompt-attention")
