@@ -18,6 +18,7 @@ class WindowActions:
     open_bundle: QAction
     open_prompts: QAction
     runs_folder: QAction
+    watch_folder: QAction  # checkable: on while the history follows a folder a program writes runs into
     export_bundle: QAction
     quit: QAction
     run: QAction
@@ -56,6 +57,11 @@ def _action(window: QMainWindow, text: str, *shortcuts: str, tip: str = "", scop
     return action
 
 
+def _checkable(action: QAction) -> QAction:
+    action.setCheckable(True)
+    return action
+
+
 def create_actions(window: QMainWindow) -> WindowActions:
     a = _action
     return WindowActions(
@@ -67,6 +73,9 @@ def create_actions(window: QMainWindow) -> WindowActions:
                       "runs shown read-only (nothing in it runs)"),
         open_prompts=a(window, "Queue a &prompt list…", tip=".txt one prompt a line, .csv, .jsonl"),
         runs_folder=a(window, "Runs folder…", tip="Where runs are recorded and read back"),
+        watch_folder=_checkable(a(window, "&Watch folder…", tip="Follow a runs folder that a running program "
+                                  "writes into (ghostviewer record --, ghostviewer.watch): new runs appear as they "
+                                  "are written; again to stop")),
         export_bundle=a(window, "&Export bug report…", "Ctrl+E",
                         tip="Save the shown run as a bug-report bundle (.zip) with a README and repro.py"),
         quit=a(window, "&Quit", "Ctrl+Q"),
@@ -103,7 +112,8 @@ def build_menus(window: QMainWindow, actions: WindowActions, docks: list[QDockWi
         file_menu.addAction(action)
     recent = file_menu.addMenu("Recent pipelines")
     file_menu.addSeparator()
-    for action in (actions.open_run, actions.open_bundle, actions.open_prompts, actions.runs_folder):
+    for action in (actions.open_run, actions.open_bundle, actions.open_prompts, actions.runs_folder,
+                   actions.watch_folder):
         file_menu.addAction(action)
     file_menu.addSeparator()
     file_menu.addAction(actions.export_bundle)

@@ -89,3 +89,13 @@ class AppSettings:
 
     def set_runs_dir(self, path: Path) -> None:
         self.set_json("runs_dir", str(path))
+
+    # -- Watch folder -------------------------------------------------------------------------------
+    def watch_folder(self) -> tuple[Path | None, bool]:
+        """(the folder last watched, whether the window was watching it when it closed)."""
+        value = self.get_json("watch_folder", {})
+        folder = value.get("folder")
+        return (Path(folder) if isinstance(folder, str) and folder else None), value.get("on") is True
+
+    def set_watch_folder(self, folder: Path | None, on: bool) -> None:
+        self.set_json("watch_folder", {"folder": "" if folder is None else str(folder), "on": on})

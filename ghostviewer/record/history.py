@@ -52,3 +52,19 @@ def list_entries(runs_dir: Path) -> list[RunRecord | StudyRecord]:
     """Runs and studies together, newest first: what the history shows (a study's child runs stay inside it)."""
     entries: list[RunRecord | StudyRecord] = [*list_runs(runs_dir), *list_studies(runs_dir)]
     return sorted(entries, key=lambda r: _created(r), reverse=True)  # stable: ties keep runs, then studies
+
+
+def watched_words(watched: object) -> str:
+    """'watched: app.py · call 7' for a run's environment["watched"] (a call a watcher recorded in the user's own
+    program); "" for GhostViewer's own runs."""
+    if not isinstance(watched, dict):
+        return ""
+    program = program_name(watched.get("program"))
+    call = watched.get("call")
+    return f"watched: {program}" + (f" · call {call}" if isinstance(call, int) else "")
+
+
+def program_name(command: object) -> str:
+    """The program's own name from a watch study's or a watched run's "program" ("app.py --port 8000" → "app.py")."""
+    words = str(command or "").split()
+    return Path(words[0]).name if words else "python"

@@ -10,6 +10,12 @@ A large runs folder (over LARGE_FOLDER entries: thousands of runs) is read off t
 first, a screenful first and then CHUNK new records at a time: the rows read so far are shown at once and the
 rest follow, so the window never waits on thousands of database opens (a refresh of a folder read before only
 checks each folder's modification times, also off the GUI thread). A small folder is read in place, as before.
+
+A watch study (the calls a watcher recorded in the user's own program: ghostviewer.watch, `ghostviewer record --`)
+is one row with its calls, kept records and failure rate; its children are its kept calls only, newest first, each
+read as a run (thumbnail, prompt, seed, "watched: app.py · call 7"; the newest CHILD_DETAIL of them, each read once).
+**Watching a folder** (watch()): the folder is read again every POLL_MS, always off the GUI thread, while a program
+writes runs into it; a read that finds nothing changed says nothing (the panel is left alone).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from ghostviewer.gui.drops import looks_like_run
 from ghostviewer.gui.link.worker import Task, Worker
@@ -33,7 +39,9 @@ from ghostviewer.gui.models.prompt_model import intervention_words
 from ghostviewer.gui.models.verdict_words import run_words
 from ghostviewer.record import RecordError, RunRecord, StudyRecord
 from ghostviewer.record.bundle_format import MANIFEST, README, REPRO, RUNS_FOLDER
+from ghostviewer.record.history import program_name, watched_words
 from ghostviewer.record.lock import writer_alive
+from ghostviewer.record.study_reader import SUMMARY_ROLE
 
 log = logging.getLogger("ghostviewer.gui")
 
@@ -77,6 +85,7 @@ class RunEntry:
     image: str | None = None  # the final image, for the thumbnail
     bundle: str = ""  # the bug report it came from (its name), for a run opened from a bundle
     problem: str = ""  # what the reader refused in it, in one line (e.g. its final image outside its folder)
+    source: str = ""  # where the call was made when not by GhostViewer: "watched: app.py · call 7"
 
     def state(self, live_run: str | None) -> str:
         """What the history shows: the verdict label (with the first anomaly's kind when the image passed
@@ -99,8 +108,11 @@ class StudyChild:
     status: str | None
     verdict: str | None
     first_anomaly: dict | None = None
+    run: RunEntry | None = None  # the child read as a run (a watch study's kept calls): thumbnail, prompt, seed
 
     def state(self) -> str:
+        if self.run is not None:
+            return self.run.state(None)
         return run_words(self.status, self.verdict, self.first_anomaly)
 
 
@@ -115,13 +127,18 @@ class StudyEntry:
     result: str  # the result in a few words
     error: str | None
     children: tuple[StudyChild, ...]
+    source: str = ""  # a watch study's program ("app.py")
+    failed: int = 0  # a watch study's calls with a bad verdict, an anomaly or an error
 
     @property
     def run_id(self) -> str:  # the tie-break key shared with RunEntry when sorting the history
         return self.study_id
 
     def state(self, live_run: str | None) -> str:
-        """running (a run inside it is live) / incomplete (its writer stopped) / its final status."""
+        """running (a run inside it is live) / incomplete (its writer stopped) / its final status; a watch study
+        whose program is still running (it holds the study's lock): watching."""
+        if self.status == "running" and self.kind == "watch":
+            return "watching"
         if self.status == "running":
             live = live_run is not None and (live_run == self.path or live_run.startswith(self.path + os.sep))
             return "running" if live else "incomplete"
@@ -196,15 +213,54 @@ def _anomaly(value: Any) -> dict | None:
     return value if isinstance(value, dict) and value else None
 
 
-def read_study(folder: Path) -> StudyEntry:
+LARGE_FOLDER = 400  # more entries than this: read off the GUI thread, in chunks
+FIRST_CHUNK, CHUNK = 40, 400  # new records read in the first chunk (a screenful, fast), then in each next one
+POLL_MS = 1000  # a watched folder is read again this often
+Cache = dict[str, tuple[tuple[int, ...], HistoryRow]]
+CHILD_DETAIL = 200  # a watch study's newest kept calls read as runs (the older ones: from its index alone)
+
+
+def read_study(folder: Path, cache: Cache | None = None, new_cache: Cache | None = None) -> StudyEntry:
+    """`cache` / `new_cache`: a watch study's kept calls read before (by their own modification times) / the
+    ones read now go there."""
     record = StudyRecord(folder)
     summary = record.summary()
     progress = summary.get("progress") or {}
     done, total = progress.get("done", 0), progress.get("total")
+    runs = summary.get("runs") or ()
+    result = summary.get("result")
+    source, failed = "", 0
+    if record.kind == "watch":
+        source = program_name((summary.get("params") or {}).get("program"))
+        failed = int(result.get("failed") or 0) if isinstance(result, dict) else 0
+        kept = [run for run in reversed(runs) if run.get("kept") and run.get("role") != SUMMARY_ROLE]
+        children = tuple(_watched_child(run, cache, new_cache) if i < CHILD_DETAIL else _child(run)
+                         for i, run in enumerate(kept))
+    else:
+        children = tuple(_child(run) for run in runs)
     return StudyEntry(str(record.path), record.study_id, record.kind, str(record.created_at or ""),
                       str(summary.get("status")), f"{done}/{total}" if total is not None else str(done),
-                      result_words(summary.get("result")), summary.get("error"),
-                      tuple(_child(run) for run in summary.get("runs") or ()))
+                      result_words(result), summary.get("error"), children, source, failed)
+
+
+def _watched_child(run: dict, cache: Cache | None, new_cache: Cache | None) -> StudyChild:
+    """A watch study's kept call read as a run (once: again only when its database changed)."""
+    folder = Path(run["run_dir"])
+    stamp = _stamp(folder)
+    cached = (cache or {}).get(str(folder))
+    if cached is not None and cached[0] == stamp and isinstance(cached[1], RunEntry):
+        entry: RunEntry | None = cached[1]
+    else:
+        try:
+            entry = read_entry(folder)
+        except (RecordError, OSError) as exc:
+            log.info("a watched call's record cannot be read: %s", exc)
+            entry = None
+    if entry is not None and new_cache is not None:
+        new_cache[str(folder)] = (stamp, entry)
+    child = _child(run)
+    return child if entry is None else StudyChild(child.path, child.position, child.role, child.label, entry.seed,
+                                                  child.status, child.verdict, child.first_anomaly, entry)
 
 
 def _stamp(folder: Path, names: tuple[str, ...] = DB_FILES) -> tuple[int, ...]:
@@ -233,12 +289,9 @@ def read_entry(folder: Path, bundle: str = "") -> RunEntry:
                     summary.get("seed"), summary.get("steps"), str(summary.get("status")),
                     verdict.get("label") if isinstance(verdict, dict) else None, record.error,
                     tuple(intervention_words(record.settings)), anomaly if isinstance(anomaly, dict) else None,
-                    summary.get("image"), bundle, problem)
+                    summary.get("image"), bundle, problem, watched_words(record.environment.get("watched")))
 
 
-LARGE_FOLDER = 400  # more entries than this: read off the GUI thread, in chunks
-FIRST_CHUNK, CHUNK = 40, 400  # new records read in the first chunk (a screenful, fast), then in each next one
-Cache = dict[str, tuple[tuple[int, ...], HistoryRow]]
 
 
 def entry_count(folder: Path) -> int:
@@ -276,8 +329,12 @@ def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
             if stamp == (0, 0):
                 reader = read_entry  # a run without its database: the reader says so
         cached = cache.get(str(child))
-        if cached is not None and cached[0] == stamp:
+        if cached is not None and cached[0] == stamp and not _writer_gone(child, cached[1]):
             row = cached[1]
+            if isinstance(row, StudyEntry):  # its calls read as runs stay read
+                for each in row.children:
+                    if each.run is not None and each.path in cache:
+                        new_cache[each.path] = cache[each.path]
         elif left is not None and left <= 0:
             complete = False
             continue
@@ -285,7 +342,7 @@ def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
             if left is not None:
                 left -= 1
             try:
-                row = reader(child)
+                row = read_study(child, cache, new_cache) if reader is read_study else reader(child)
             except (RecordError, OSError) as exc:
                 if writer_alive(child):
                     continue  # being created right now: the next refresh reads it
@@ -294,6 +351,12 @@ def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
         rows.append(row)
     rows.sort(key=lambda e: (e.created, e.run_id), reverse=True)
     return rows, new_cache, complete
+
+
+def _writer_gone(folder: Path, row: HistoryRow) -> bool:
+    """A study read while its writer was alive whose writer is gone now (a watched program killed): its database
+    has not changed, its status has (it reads 'interrupted')."""
+    return isinstance(row, StudyEntry) and row.status == "running" and writer_alive(folder) is False
 
 
 def _subfolders(folder: Path) -> list[Path]:
@@ -314,6 +377,7 @@ def bundle_runs(runs_dir: Path) -> list[tuple[Path, str]]:
 
 class HistoryModel(QObject):
     changed = Signal()
+    watchingChanged = Signal(object)  # the folder now watched (refreshed every POLL_MS), or None
 
     def __init__(self, runs_dir: Path, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -328,11 +392,40 @@ class HistoryModel(QObject):
         self._worker = Worker(1, latest=True, what="reading the runs folder", expected=(RecordError, OSError),
                               parent=self)
         self._worker.answered.connect(self._on_read)
+        self.watched: Path | None = None  # the folder watched (read again every POLL_MS), or None
+        self._poll = QTimer(self, interval=POLL_MS)
+        self._poll.timeout.connect(self._on_poll)
 
     def set_runs_dir(self, runs_dir: Path) -> None:
+        """Show another runs folder (stopping a folder watch)."""
+        self._stop_watching()
+        self._set_folder(runs_dir)
+        self.refresh()
+
+    def _set_folder(self, runs_dir: Path) -> None:
         self.runs_dir = Path(runs_dir)
         self._cache, self._reading = {}, None
-        self.refresh()
+
+    def watch(self, folder: Path, interval_ms: int = POLL_MS) -> None:
+        """Show `folder` and read it again every `interval_ms`, off the GUI thread, while a program writes runs
+        into it; set_runs_dir() stops it."""
+        changed = self.watched != Path(folder)
+        self._set_folder(folder)
+        self.watched = self.runs_dir
+        self._poll.start(interval_ms)
+        self._read_more()
+        if changed:
+            self.watchingChanged.emit(self.watched)
+
+    def _stop_watching(self) -> None:
+        if self.watched is not None:
+            self._poll.stop()
+            self.watched = None
+            self.watchingChanged.emit(None)
+
+    def _on_poll(self) -> None:
+        if not self.loading:  # the read before still going: this tick is skipped, not queued
+            self._read_more()
 
     def set_live_run(self, run_dir: str | None) -> None:
         self.live_run = None if run_dir is None else str(Path(run_dir))
@@ -340,7 +433,7 @@ class HistoryModel(QObject):
 
     def refresh(self) -> None:
         """Read the runs folder again: in place when it is small, else off the GUI thread (rows as they come)."""
-        if self.loading or entry_count(self.runs_dir) > LARGE_FOLDER:
+        if self.loading or self.watched is not None or entry_count(self.runs_dir) > LARGE_FOLDER:
             self._read_more()
             return
         self._apply(*scan(self.runs_dir, self._cache)[:2])
@@ -370,13 +463,18 @@ class HistoryModel(QObject):
             self._read_more()
 
     def _apply(self, rows: list[HistoryRow], cache: Cache) -> None:
-        self._cache, self.rows = cache, rows
+        same = len(rows) == len(self.rows) and all(a is b for a, b in zip(rows, self.rows, strict=True))
+        self._cache = cache
+        if same and self.watched is not None:
+            return  # a poll that found nothing new: the panel is left alone
+        self.rows = rows
         self.entries = [r for r in rows if isinstance(r, RunEntry)]
         self.studies = [r for r in rows if isinstance(r, StudyEntry)]
         self.broken = [r for r in rows if isinstance(r, BrokenEntry)]
         self.changed.emit()
 
     def shutdown(self, timeout_ms: int = 2000) -> None:
+        self._poll.stop()
         self._worker.shutdown(timeout_ms)
 
     def entry(self, path: str) -> RunEntry | None:

@@ -4,6 +4,11 @@ when the image passed anyway), what it changed in the pipeline (ghost, bypasses)
 anomaly.
 
 A study is a row that expands to its child runs; a child opens like a run row (runSelected with its folder).
+A watch study (the calls a watcher recorded in the user's own program) says its program, calls, failures and kept
+records; its children are its kept calls, newest first, each "[watched: app.py · call 7] prompt" with its thumbnail;
+a watched run elsewhere (a bundle's) says its source the same way. While the history watches a folder, a line
+above the tree says so (with Stop), and each refresh updates the rows in place: the current row, the studies
+opened and the scroll position stay as they were (the rows on screen do not move when new ones come above).
 A run from an opened bug-report bundle is a run row tagged "[bundle NAME]". A folder that cannot be read is a
 greyed row "⚠ unreadable: …" (the whole message in its tooltip); picking it says the message in the status bar
 (messageRequested) and opens nothing. A run read but for a refused part (its final image) is a run row marked ⚠.
@@ -23,7 +28,9 @@ from pathlib import Path
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QKeySequence, QPixmap, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QMenu,
     QPushButton,
@@ -37,7 +44,8 @@ from ghostviewer.gui import messages
 from ghostviewer.gui.models.history_model import BrokenEntry, HistoryModel, RunEntry, StudyChild, StudyEntry
 from ghostviewer.gui.models.timeline_model import anomaly_words
 
-STATE_COLOURS = {"ok": "#2e7d32", "done": "#2e7d32", "running": "#1565c0", "incomplete": "#ef6c00",
+STATE_COLOURS = {"ok": "#2e7d32", "done": "#2e7d32", "running": "#1565c0", "watching": "#1565c0",
+                 "incomplete": "#ef6c00",
                  "cancelled": "#757575", "-": "#757575"}
 BAD_COLOUR = "#c62828"
 WARN_COLOUR = "#a86400"  # the image passed, something inside did not (the verdict badge's "warn")
@@ -45,10 +53,13 @@ PATH_ROLE = Qt.ItemDataRole.UserRole
 KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "run", "study", "child" or "broken"
 PROBLEM_ROLE = Qt.ItemDataRole.UserRole + 2  # what cannot be read in the row's folder ("" when nothing)
 IMAGE_ROLE = Qt.ItemDataRole.UserRole + 3  # a run row's final image (its thumbnail)
+CHILD_ROLE = Qt.ItemDataRole.UserRole + 4  # a study child's StudyChild (filled again only when it changed)
 UNREADABLE_COLOUR = "#8a8a8a"
 COLUMNS = 6
 THUMB_PX = 24
 BUNDLE_COLOUR = "#6a1b9a"
+WATCHED_COLOUR = "#00695c"  # a call made by the user's own program
+WATCHING_TEXT = "Watching {folder}: new runs appear as they are written"
 REPLAY_TIMES = 5  # the menu's "Replay ×5"
 
 
@@ -73,6 +84,7 @@ class HistoryPanel(QWidget):
     exportRequested = Signal(str)
     compareRequested = Signal(str, str)  # run A (the row whose menu said "Compare with…"), run B (picked next)
     messageRequested = Signal(str)  # a line for the status bar (what to click next)
+    stopWatchRequested = Signal()  # the watching line's Stop
 
     def __init__(self, model: HistoryModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -88,12 +100,21 @@ class HistoryPanel(QWidget):
         self.replay_blocker: Callable[[str], str] | None = None  # why a run cannot be replayed now ("": it can)
         self.compare_from: str | None = None  # run A while the user picks run B
         self.shown: str | None = None  # the run the window shows (its row is the current one)
-        self._made: dict[int, tuple[object, QTreeWidgetItem]] = {}  # id(row) -> (row, its item), reused
+        self._made: dict[str, tuple[object, QTreeWidgetItem]] = {}  # row folder -> (row, its item), reused
         self._filtered = False  # some rows may be hidden by the filter
         self._needle = ""
-        self._order: list[int] = []  # id() of the rows in the tree, in order
+        self._order: list[str] = []  # the folders of the rows in the tree, in order
         self._by_path: dict[str, QTreeWidgetItem] = {}  # every row's and study child's item, by folder
         self._expanded: set[str] = set()  # the studies the user opened (kept across refreshes)
+        self._collapsed: set[str] = set()  # the studies the user closed (a watch study opens by itself)
+        self.watching = QLabel(wordWrap=False)
+        self.watching.setStyleSheet(f"color: {STATE_COLOURS['watching']};")
+        self.stop_watching = QPushButton("Stop")
+        self.stop_watching.setToolTip("Stop watching: back to the runs folder")
+        self.stop_watching.clicked.connect(self.stopWatchRequested)
+        watch_line = QHBoxLayout()
+        watch_line.addWidget(self.watching, 1)
+        watch_line.addWidget(self.stop_watching)
         self._made_live: str | None = None  # the live run the items were made for (its row says "running")
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         top = QHBoxLayout()
@@ -102,8 +123,10 @@ class HistoryPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
+        layout.addLayout(watch_line)
         layout.addWidget(self.tree)
         model.changed.connect(self._rebuild)
+        model.watchingChanged.connect(self._show_watching)
         self.filter.textChanged.connect(self._apply_filter)
         self.refresh_button.clicked.connect(model.refresh)
         self.tree.currentItemChanged.connect(self._on_current)
@@ -111,12 +134,30 @@ class HistoryPanel(QWidget):
         self.tree.itemActivated.connect(lambda item, _column: self._say_problem(item))  # again, on Enter
         self.tree.customContextMenuRequested.connect(self._menu)
         self.tree.verticalScrollBar().valueChanged.connect(lambda _v: self._show_thumbnails())
-        self.tree.itemExpanded.connect(lambda item: (self._expanded.add(str(item.data(0, PATH_ROLE))),
-                                                     self._show_thumbnails()))
-        self.tree.itemCollapsed.connect(lambda item: self._expanded.discard(str(item.data(0, PATH_ROLE))))
+        self.tree.itemExpanded.connect(self._on_expanded)
+        self.tree.itemCollapsed.connect(self._on_collapsed)
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self.tree, self.cancel_compare,
                   context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self._show_watching(model.watched)
         self._rebuild()
+
+    def _show_watching(self, folder: object) -> None:
+        self.watching.setText(WATCHING_TEXT.format(folder=folder) if folder is not None else "")
+        self.watching.setToolTip(f"{folder}\nread again every second while a program writes runs into it"
+                                 if folder is not None else "")
+        self.watching.setVisible(folder is not None)
+        self.stop_watching.setVisible(folder is not None)
+
+    def _on_expanded(self, item: QTreeWidgetItem) -> None:
+        path = str(item.data(0, PATH_ROLE))
+        self._expanded.add(path)
+        self._collapsed.discard(path)
+        self._show_thumbnails()
+
+    def _on_collapsed(self, item: QTreeWidgetItem) -> None:
+        path = str(item.data(0, PATH_ROLE))
+        self._expanded.discard(path)
+        self._collapsed.add(path)
 
     # -- building ---------------------------------------------------------------------------------------
     def _items(self) -> list[QTreeWidgetItem]:
@@ -129,61 +170,108 @@ class HistoryPanel(QWidget):
         return items
 
     def _rebuild(self) -> None:
-        """The tree from the model's rows. A row read before keeps its item (rows are immutable: the same object
-        is the same row) and its place: only the new rows' items are made and inserted, so the chunks of a large
-        folder's background read cost what they add, not the thousands already shown; thumbnails are drawn for
-        the rows on screen only (_show_thumbnails)."""
+        """The tree from the model's rows. A row already in the tree keeps its item and its place: an unchanged
+        row (rows are immutable: the same object is the same row) is left alone, a changed one (a study with a
+        new run, a run that finished) is filled again in place, and only new rows get new items, inserted where
+        they belong — so the chunks of a large folder's read cost what they add, a watched folder's refresh
+        moves nothing on screen, and thumbnails are drawn for the rows on screen only (_show_thumbnails)."""
         current = self.tree.currentItem()
         keep = current.data(0, PATH_ROLE) if current is not None else None
+        view = self._view_before(current)
         live = self.model.live_run
         rows = self.model.rows
         touched = live is not None or self._made_live is not None
-        reusable = {id(r) for r in rows if id(r) in self._made and self._made[id(r)][0] is r
-                    and not (touched and self._live_touches(r.path, live))}
+        old = self._made
+        reusable = {r.path for r in rows if r.path in old and type(old[r.path][0]) is type(r)}
+        if [p for p in self._order if p in reusable] != [r.path for r in rows if r.path in reusable]:
+            reusable = set()  # the order changed: every row again (rare: a refresh that re-sorts)
         self.tree.blockSignals(True)
         self.tree.setUpdatesEnabled(False)
-        if [i for i in self._order if i in reusable] != [id(r) for r in rows if id(r) in reusable]:
-            reusable = set()  # the order changed: every row again (rare: a refresh that re-sorts)
         for index in reversed(range(len(self._order))):  # the rows gone or to be made again
             if self._order[index] not in reusable:
                 self.tree.takeTopLevelItem(index)
-        made = {i: self._made[i] for i in reusable}
-        height = max(THUMB_PX + 2, self.tree.fontMetrics().height() + 6)  # one height for every row
+        made: dict[str, tuple[object, QTreeWidgetItem]] = {}
         pending: list[QTreeWidgetItem] = []
+        refilled = False
         for index, row in enumerate(rows):
-            if id(row) in reusable:
+            if row.path in reusable:
                 if pending:
                     self.tree.insertTopLevelItems(index - len(pending), pending)
                     pending = []
+                before, item = old[row.path]
+                if before is not row or (touched and self._live_touches(row.path, live)):
+                    self._fill(item, row)
+                    refilled = True
+                made[row.path] = (row, item)
                 continue
-            item = self._item(row)
-            for each in (item, *(item.child(j) for j in range(item.childCount()))):
-                each.setSizeHint(0, QSize(THUMB_PX, height))
-            made[id(row)] = (row, item)
+            item = QTreeWidgetItem()
+            self._fill(item, row)
+            made[row.path] = (row, item)
             pending.append(item)
         if pending:
             self.tree.insertTopLevelItems(len(rows) - len(pending), pending)
-        self._made, self._made_live, self._order = made, live, [id(r) for r in rows]
-        self._by_path = {r.path: made[id(r)][1] for r in rows}
+        self._made, self._made_live, self._order = made, live, [r.path for r in rows]
+        self._by_path = {r.path: made[r.path][1] for r in rows}
         for study in self.model.studies:
-            item = made[id(study)][1]
+            item = made[study.path][1]
             for j in range(item.childCount()):
                 child = item.child(j)
                 self._by_path.setdefault(str(child.data(0, PATH_ROLE)), child)  # a run's own row first
-        for item in (made[id(r)][1] for r in rows if id(r) not in reusable):
-            if item.childCount():
-                item.setExpanded(str(item.data(0, PATH_ROLE)) in self._expanded)
+        for study in self.model.studies:
+            item = made[study.path][1]
+            if item.childCount() and not item.isExpanded() and self._opens(study):
+                item.setExpanded(True)
         now = self.tree.currentItem()
         if keep is not None and (now is None or now.data(0, PATH_ROLE) != keep):
             item = self._item_of(str(keep))
             if item is not None:
                 self.tree.setCurrentItem(item)
         self.tree.blockSignals(False)
-        self._apply_filter(self.filter.text(), force=bool(pending) or not reusable)
+        self._apply_filter(self.filter.text(), force=bool(pending) or refilled or not reusable)
         if self.shown is not None:
-            self.show_current(self.shown)
+            self.show_current(self.shown, scroll=False)
+        self._restore_view(view)
         self.tree.setUpdatesEnabled(True)
         self._show_thumbnails()
+
+    def _opens(self, study: StudyEntry) -> bool:
+        """A study shown open: one the user opened, or a watch study still watching (its new calls in sight)
+        that the user has not closed."""
+        if study.path in self._collapsed:
+            return False
+        if study.path in self._expanded:
+            return True
+        if study.kind == "watch" and study.state(self.model.live_run) == "watching":
+            self._expanded.add(study.path)
+            return True
+        return False
+
+    def _view_before(self, current: QTreeWidgetItem | None) -> tuple[str | None, int, bool]:
+        """(the folder of the row at the top of the view when scrolled down, its y, the current row on screen)."""
+        tree = self.tree
+        shown = current is not None and tree.visualItemRect(current).intersects(tree.viewport().rect())
+        if tree.verticalScrollBar().value() == 0:
+            return None, 0, shown  # at the top: new rows come in above, in sight
+        top = tree.itemAt(2, 2)
+        if top is None:
+            return None, 0, shown
+        return str(top.data(0, PATH_ROLE)), tree.visualItemRect(top).top(), shown
+
+    def _restore_view(self, view: tuple[str | None, int, bool]) -> None:
+        """The row that was at the top of the view back where it was; the current row, on screen before, on
+        screen still."""
+        anchor_path, anchor_y, current_shown = view
+        tree = self.tree
+        anchor = self._item_of(anchor_path)
+        if anchor is not None and not anchor.isHidden():
+            if tree.verticalScrollMode() == QAbstractItemView.ScrollMode.ScrollPerPixel:
+                bar = tree.verticalScrollBar()
+                bar.setValue(bar.value() + tree.visualItemRect(anchor).top() - anchor_y)
+            else:
+                tree.scrollToItem(anchor, QAbstractItemView.ScrollHint.PositionAtTop)
+        current = tree.currentItem()
+        if current_shown and current is not None:
+            tree.scrollToItem(current)  # moves only when it would be out of sight
 
     def _live_touches(self, path: str, live: str | None) -> bool:
         """The row's words depend on the live run (its own, or one inside the study), now or before."""
@@ -194,12 +282,18 @@ class HistoryPanel(QWidget):
         super().resizeEvent(event)
         self._show_thumbnails()
 
-    def _item(self, row: object) -> QTreeWidgetItem:
+    def _fill(self, item: QTreeWidgetItem, row: object) -> None:
         if isinstance(row, StudyEntry):
-            return self._study_item(row)
-        if isinstance(row, BrokenEntry):
-            return self._broken_item(row)
-        return self._run_item(row)  # type: ignore[arg-type]
+            self._fill_study(item, row)
+        elif isinstance(row, BrokenEntry):
+            self._fill_broken(item, row)
+        else:
+            self._fill_run(item, row)  # type: ignore[arg-type]
+        self._size(item)
+
+    def _size(self, item: QTreeWidgetItem) -> None:
+        height = max(THUMB_PX + 2, self.tree.fontMetrics().height() + 6)  # one height for every row
+        item.setSizeHint(0, QSize(THUMB_PX, height))
 
     def _show_thumbnails(self) -> None:
         """The final image's thumbnail of each run row on screen (read once; the others when scrolled to)."""
@@ -225,71 +319,116 @@ class HistoryPanel(QWidget):
                 THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)))
         return self._thumbs[path]
 
-    def _run_item(self, entry: RunEntry) -> QTreeWidgetItem:
+    def _fill_run(self, item: QTreeWidgetItem, entry: RunEntry, when: str | None = None) -> None:
         state = entry.state(self.model.live_run)
         changes = f"[{' · '.join(entry.changes)}] " if entry.changes else ""
         tag = f"[bundle {entry.bundle}] " if entry.bundle else ""
+        source = f"[{entry.source}] " if entry.source else ""
         anomaly = anomaly_words(entry.first_anomaly)
         warning = "⚠ " if entry.problem else ""
-        item = QTreeWidgetItem([when_words(entry.created), warning + state, str(entry.seed), str(entry.steps),
-                                tag + changes + entry.prompt, anomaly])
+        texts = [when_words(entry.created) if when is None else when, warning + state, str(entry.seed),
+                 str(entry.steps), source + tag + changes + entry.prompt, anomaly]
+        for column, text in enumerate(texts):
+            item.setText(column, text)
         item.setData(0, PATH_ROLE, entry.path)
-        item.setData(0, KIND_ROLE, "run")
+        item.setData(0, KIND_ROLE, "run" if when is None else "child")
         item.setData(0, PROBLEM_ROLE, entry.problem)
+        if item.data(0, IMAGE_ROLE) != entry.image:
+            item.setIcon(0, QIcon())  # drawn again once the row is on screen
         item.setData(0, IMAGE_ROLE, entry.image)  # its thumbnail drawn once the row is on screen
         item.setToolTip(0, entry.created)
         origin = f"\nfrom the bug report {entry.bundle} (a read-only copy in {Path(entry.path).parents[1]})"
-        item.setToolTip(4, changes + entry.prompt + (origin if entry.bundle else ""))
+        where = f"\n{entry.source}: a call made by that program, recorded by its watcher" if entry.source else ""
+        item.setToolTip(4, source + changes + entry.prompt + (origin if entry.bundle else "") + where)
         item.setToolTip(1, "\n".join(filter(None, (entry.problem, entry.error))) or entry.path)
         item.setToolTip(5, f"first anomaly: {anomaly}" if anomaly else "no anomaly")
-        item.setForeground(1, QBrush(QColor(state_colour(state))))
-        if entry.changes or entry.bundle:
-            item.setForeground(4, QBrush(QColor(WARN_COLOUR if entry.changes else BUNDLE_COLOUR)))
-        if anomaly:
-            item.setForeground(5, QBrush(QColor(BAD_COLOUR)))
-        return item
+        _colour(item, 1, state_colour(state))
+        _colour(item, 4, WARN_COLOUR if entry.changes else BUNDLE_COLOUR if entry.bundle
+                else WATCHED_COLOUR if entry.source else None)
+        _colour(item, 5, BAD_COLOUR if anomaly else None)
 
-    def _broken_item(self, entry: BrokenEntry) -> QTreeWidgetItem:
+    def _fill_broken(self, item: QTreeWidgetItem, entry: BrokenEntry) -> None:
         folder = Path(entry.path)
         short = entry.problem.replace(str(folder.resolve()), folder.name).replace(str(folder), folder.name)
-        item = QTreeWidgetItem([when_words(entry.created), entry.state(), "", "",
-                                messages.HISTORY_UNREADABLE.format(problem=short), ""])
+        texts = [when_words(entry.created), entry.state(), "", "", messages.HISTORY_UNREADABLE.format(problem=short),
+                 ""]
+        for column, text in enumerate(texts):
+            item.setText(column, text)
         item.setData(0, PATH_ROLE, entry.path)
         item.setData(0, KIND_ROLE, "broken")
         item.setData(0, PROBLEM_ROLE, entry.problem)
         for column in range(COLUMNS):
             item.setForeground(column, QBrush(QColor(UNREADABLE_COLOUR)))
             item.setToolTip(column, f"{entry.problem}\n{entry.path}")
-        return item
 
-    def _study_item(self, study: StudyEntry) -> QTreeWidgetItem:
+    def _fill_study(self, item: QTreeWidgetItem, study: StudyEntry) -> None:
         state = study.state(self.model.live_run)
-        when = when_words(study.created)
-        text = f"{study.kind}: {study.result}" if study.result else study.kind
-        item = QTreeWidgetItem([when, state, "", study.progress, text])
+        kind = f"{study.kind} {study.source}" if study.source else study.kind
+        text = f"{kind}: {study.result}" if study.result else kind
+        for column, value in enumerate([when_words(study.created), state, "", study.progress, text, ""]):
+            item.setText(column, value)
         item.setData(0, PATH_ROLE, study.path)
         item.setData(0, KIND_ROLE, "study")
         item.setToolTip(0, study.created)
         item.setToolTip(1, study.error or study.path)
-        item.setToolTip(3, f"{study.progress} runs done")
-        item.setToolTip(4, f"{study.kind} study {study.study_id}: {study.result}")
-        item.setForeground(1, QBrush(QColor(state_colour(state))))
+        if study.kind == "watch":
+            item.setToolTip(3, f"{study.progress} calls watched")
+            item.setToolTip(4, f"the calls of {study.source} (watch study {study.study_id}): {study.result}\n"
+                               "its children are the calls whose full record was kept")
+        else:
+            item.setToolTip(3, f"{study.progress} runs done")
+            item.setToolTip(4, f"{study.kind} study {study.study_id}: {study.result}")
+        _colour(item, 1, state_colour(state))
+        _colour(item, 4, BAD_COLOUR if study.failed else None)
         font = item.font(4)
         font.setBold(True)
         item.setFont(4, font)
-        item.addChildren([self._child_item(child) for child in study.children])
-        return item
+        self._sync_children(item, study)
+
+    def _sync_children(self, item: QTreeWidgetItem, study: StudyEntry) -> None:
+        """The study's children in the item, the ones shown before kept (filled again where they changed)."""
+        want = {child.path: child for child in study.children}
+        have = {str(item.child(j).data(0, PATH_ROLE)): item.child(j) for j in range(item.childCount())}
+        if len(have) != item.childCount() or len(want) != len(study.children) or \
+                [p for p in have if p in want] != [c.path for c in study.children if c.path in have]:
+            item.takeChildren()
+            have = {}
+        if not have:
+            fresh = [self._child_item(child) for child in study.children]
+            item.addChildren(fresh)
+            return
+        for j in reversed(range(item.childCount())):
+            if str(item.child(j).data(0, PATH_ROLE)) not in want:
+                item.takeChild(j)
+        for index, child in enumerate(study.children):
+            existing = have.get(child.path)
+            if existing is None:
+                item.insertChild(index, self._child_item(child))
+            elif existing.data(0, CHILD_ROLE) != child:
+                self._fill_child(existing, child)
 
     def _child_item(self, child: StudyChild) -> QTreeWidgetItem:
+        item = QTreeWidgetItem()
+        self._fill_child(item, child)
+        self._size(item)
+        return item
+
+    def _fill_child(self, item: QTreeWidgetItem, child: StudyChild) -> None:
+        item.setData(0, CHILD_ROLE, child)
+        if child.run is not None:  # a watch study's kept call, read as a run
+            self._fill_run(item, child.run, when=when_words(child.run.created))
+            item.setData(0, PATH_ROLE, child.path)
+            item.setToolTip(0, f"#{child.position} · {child.run.created}")
+            return
         state = child.state()
         seed = "" if child.seed is None else str(child.seed)
-        item = QTreeWidgetItem([f"#{child.position}", state, seed, "", f"{child.role}: {child.label}"])
+        for column, text in enumerate([f"#{child.position}", state, seed, "", f"{child.role}: {child.label}", ""]):
+            item.setText(column, text)
         item.setData(0, PATH_ROLE, child.path)
         item.setData(0, KIND_ROLE, "child")
         item.setToolTip(4, child.label)
         item.setToolTip(1, child.path)
-        item.setForeground(1, QBrush(QColor(state_colour(state))))
-        return item
+        _colour(item, 1, state_colour(state))
 
     def row_count(self) -> int:
         """Top-level rows in the tree (runs, studies, unreadable folders)."""
@@ -330,9 +469,10 @@ class HistoryPanel(QWidget):
                 self.tree.setCurrentItem(item)
                 return
 
-    def show_current(self, path: str | None) -> None:
+    def show_current(self, path: str | None, scroll: bool = True) -> None:
         """The run shown in the window is the current row (scrolled to, its study opened), without opening it
-        again: the highlight never stays on another run (after Replay ×5 the new rows come above it)."""
+        again: the highlight never stays on another run (after Replay ×5 the new rows come above it).
+        `scroll` False: a refresh (the view stays where the user left it)."""
         self.shown = None if path is None else str(Path(path))
         item = self._item_of(self.shown)
         if item is None:
@@ -342,7 +482,8 @@ class HistoryPanel(QWidget):
         self.tree.blockSignals(True)
         self.tree.setCurrentItem(item)
         self.tree.blockSignals(False)
-        self.tree.scrollToItem(item)
+        if scroll:
+            self.tree.scrollToItem(item)
 
     def _item_of(self, path: str | None) -> QTreeWidgetItem | None:
         if path is None:
@@ -426,3 +567,8 @@ class HistoryPanel(QWidget):
             menu = self.context_menu(item)
             menu.exec(self.tree.viewport().mapToGlobal(position))
             menu.deleteLater()
+
+
+def _colour(item: QTreeWidgetItem, column: int, colour: str | None) -> None:
+    """The column's text in that colour, or in the default one (None)."""
+    item.setData(column, Qt.ItemDataRole.ForegroundRole, QBrush(QColor(colour)) if colour else None)
