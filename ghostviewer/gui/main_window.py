@@ -22,6 +22,7 @@ from ghostviewer.gui import messages
 from ghostviewer.gui.actions import build_menus, create_actions, gate_replay, navigation_actions, replay_menu
 from ghostviewer.gui.app_settings import LAYOUT_VERSION
 from ghostviewer.gui.app_state import AppState
+from ghostviewer.gui.coordinators.folder_watch import install_folder_watch
 from ghostviewer.gui.coordinators.isolate_action import IsolateAction
 from ghostviewer.gui.dialogs.about_dialog import show_about
 from ghostviewer.gui.dialogs.bundle_export_dialog import show_export_dialog
@@ -189,6 +190,7 @@ class MainWindow(QMainWindow):
         self.timeline_bar.replay.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
         self.history_panel.tree.setSelectionMode(QTreeWidget.SelectionMode.ExtendedSelection)
         self.history_panel.studySelected.connect(c.studies.open_study)
+        self.folder_watch = install_folder_watch(self)  # File ▸ Watch folder…
         c.compare.opened.connect(lambda: self._bring_forward("Compare", 380))
         c.studies.viewOpened.connect(lambda view: self._bring_forward("Bisection") if view == "bisect" else None)
         c.bisects.stateChanged.connect(lambda state: self._bring_forward("Bisection") if state == "waiting" else None)
