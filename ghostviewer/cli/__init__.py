@@ -142,7 +142,11 @@ def _failure(message: str, code: int, **extra: Any) -> int:
 def _internal_error(exc: BaseException) -> int:
     """One line on stderr, the traceback in the log (when the log can be written at all)."""
     from ghostviewer.engine.run.runner import RunFailed
+    from ghostviewer.record.disk import disk_full_in
 
+    full = disk_full_in(exc)  # the environment, not the pipeline: bad input's exit code (and no room for a log)
+    if full is not None:
+        return _failure(str(full), EXIT_USAGE)
     log: Path | None = None
     try:
         folder = _LOG_DIR[0]

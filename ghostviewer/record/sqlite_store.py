@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import re
 import secrets
 import sqlite3
@@ -27,12 +29,14 @@ from typing import Any, ClassVar, TypeVar
 
 from ghostviewer.safe_read import loads as safe_loads
 
+from .disk import DiskFull, disk_full, is_disk_full
 from .errors import RecordError
-from .lock import WriterLock, live_status
+from .lock import LOCK_NAME, WriterLock, live_status
 
 FINISHED: tuple[str, ...] = ("done", "failed", "cancelled")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _W = TypeVar("_W", bound="StoreWriter")
+RESERVE_NAME = "space.reserve"  # a writer's reserve (StoreWriter.RESERVE_BYTES); never listed, never bundled
 
 
 # -- JSON meta values --------------------------------------------------------------------------------------
@@ -191,11 +195,47 @@ def _make_folder(runs_dir: Path, noun: str, record_id: str | None, prefix: str) 
     raise RecordError(f"cannot find a free {noun} id in {runs_dir}")
 
 
+def _reserve(path: Path, size: int) -> None:
+    """A file of `size` bytes really taken on the disk (fallocate, or zeros where the file system has none)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except (AttributeError, OSError) as exc:
+            if isinstance(exc, OSError) and is_disk_full(exc):
+                raise
+            os.write(fd, bytes(size))
+    finally:
+        os.close(fd)
+
+
+def _take_away(path: Path, db_name: str, conn: sqlite3.Connection | None, lock: WriterLock | None) -> None:
+    """Remove a record folder this process has just made and could not finish making (its files only)."""
+    if conn is not None:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+    names = {LOCK_NAME, RESERVE_NAME}
+    for child in list(path.iterdir()) if path.is_dir() else []:
+        with contextlib.suppress(OSError):
+            if child.is_dir() and not child.is_symlink():
+                child.rmdir()  # one of SUBFOLDERS, still empty
+            elif child.name.startswith(db_name) or child.name in names:
+                child.unlink()
+    if lock is not None:
+        lock.release()
+    with contextlib.suppress(OSError):
+        path.rmdir()
+
+
 class StoreWriter:
     """The writing side of a record folder; subclasses set FORMAT and add their own writes."""
 
     FORMAT: ClassVar[StoreFormat]
     SYNCHRONOUS: ClassVar[str] = "NORMAL"
+    SUBFOLDERS: ClassVar[tuple[str, ...]] = ()  # made with the record, before its index
+    # Bytes held on the disk for the writer's last words: given back when a full disk stops the final status
+    # (so a record always says how it ended, and why), and when the record is closed.
+    RESERVE_BYTES: ClassVar[int] = 0
 
     def __init__(self, path: Path, conn: sqlite3.Connection, record_id: str, lock: WriterLock | None = None) -> None:
         self.path = path
@@ -207,17 +247,26 @@ class StoreWriter:
     def _create_store(
         cls, runs_dir: Path, record_id: str | None, prefix: str, meta: dict[str, Any]
     ) -> tuple[Path, sqlite3.Connection, WriterLock]:
-        """A new folder `runs_dir/<prefix><time>-<hex>` (or `runs_dir/<record_id>`), locked, with its index
-        created and its meta (id, created_at, status 'running', then `meta`) committed."""
+        """A new folder `runs_dir/<prefix><time>-<hex>` (or `runs_dir/<record_id>`), locked, with its SUBFOLDERS,
+        its space reserve, its index created and its meta (id, created_at, status 'running', then `meta`) committed.
+        A record that cannot be made whole (a full disk) is taken away again: no half-made record is left behind."""
         fmt = cls.FORMAT
         runs_dir = Path(runs_dir)
         try:
             runs_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            if is_disk_full(exc):
+                raise disk_full(runs_dir, f"cannot create the runs folder {runs_dir}") from exc
             raise RecordError(f"cannot create runs folder {runs_dir}: {exc.strerror or exc}") from exc
         path = _make_folder(runs_dir, fmt.noun, record_id, prefix)
-        lock = WriterLock.acquire(path, fmt.noun)  # before the database: no reader ever sees a record without it
+        conn: sqlite3.Connection | None = None
+        lock: WriterLock | None = None
         try:
+            lock = WriterLock.acquire(path, fmt.noun)  # before the database: no reader sees a record without it
+            for name in cls.SUBFOLDERS:
+                (path / name).mkdir(exist_ok=True)
+            if cls.RESERVE_BYTES:
+                _reserve(path / RESERVE_NAME, cls.RESERVE_BYTES)
             image = fmt.empty_image()
             if image is not None:
                 (path / fmt.db_name).write_bytes(image)
@@ -227,7 +276,12 @@ class StoreWriter:
             created = datetime.now().astimezone().isoformat(timespec="microseconds")
             write_meta(conn, {fmt.id_key: path.name, "created_at": created, "status": "running", **meta})
             conn.commit()
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, RecordError) as exc:
+            _take_away(path, fmt.db_name, conn, lock)
+            if is_disk_full(exc):
+                raise disk_full(runs_dir, f"cannot create a {fmt.noun} in it") from exc
+            if isinstance(exc, RecordError):
+                raise
             raise RecordError(f"cannot create {fmt.noun} database in {path}: {exc}") from exc
         return path, conn, lock
 
@@ -244,6 +298,36 @@ class StoreWriter:
     def _set_meta(self, **values: Any) -> None:
         write_meta(self.conn, values)
 
+    def _disk_full(self, exc: BaseException) -> DiskFull:
+        return disk_full(self.path.parent, f"{self.FORMAT.noun} {self._record_id} could not be written")
+
+    def _commit_final(self, values: dict[str, Any]) -> None:
+        """Write the final meta values and commit. On a full disk the batch is rolled back, the reserve given back
+        and the values written again (alone); when even that fails, DiskFull (the record is then closed by the
+        caller and reads 'interrupted')."""
+        conn = self.conn
+        try:
+            self._set_meta(**values)
+            conn.commit()
+            return
+        except sqlite3.Error as exc:
+            if not is_disk_full(exc):
+                raise
+            full = exc
+        conn.rollback()
+        self._give_back_reserve()
+        try:
+            self._set_meta(**values)
+            conn.commit()
+        except sqlite3.Error as exc:
+            conn.rollback()
+            raise self._disk_full(exc) from full
+
+    def _give_back_reserve(self) -> None:
+        if self.RESERVE_BYTES:
+            with contextlib.suppress(OSError):
+                (self.path / RESERVE_NAME).unlink(missing_ok=True)
+
     @staticmethod
     def _check_final(status: str) -> None:
         if status not in FINISHED:
@@ -253,6 +337,7 @@ class StoreWriter:
         """Close the connection and let the lock go (after the final status is committed: a reader never sees a
         gap). fold: first fold the WAL back in, so the record is one file (friendly to bundles, read-only media)."""
         conn = self._conn
+        self._give_back_reserve()  # first: folding the WAL back in needs room
         if conn is not None:
             if fold:
                 try:

@@ -2,28 +2,60 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from PIL import Image
-from safetensors.numpy import save, save_file
+from safetensors.numpy import save
 
 from . import schema
+from .disk import disk_full, is_disk_full
 from .errors import RecordError
 from .lock import WriterLock
 from .sqlite_store import StoreWriter
 from .sqlite_store import check_name as _check_name
 from .types import StatColumns, StatRow, StepInfo
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
 
 def _step_name(index: int) -> str:
     return f"step_{index:04d}"
+
+
+def _space(method: _F) -> _F:
+    """A write that meets a full disk raises DiskFull (one line: the folder, what is left) from the raw error."""
+
+    @functools.wraps(method)
+    def checked(self: RunWriter, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.Error, OSError) as exc:
+            if is_disk_full(exc):
+                raise self._disk_full(exc) from exc
+            raise
+
+    return cast(_F, checked)
+
+
+def _write_file(target: Path, write: Callable[[Path], object]) -> None:
+    """write(tmp) then rename over target: a reader sees the whole file or none; a failed write (a full disk)
+    leaves no part of it behind."""
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def to_uint8_image(image: np.ndarray) -> np.ndarray:
@@ -49,6 +81,8 @@ class RunWriter(StoreWriter):
     """Writes `runs_dir/<run_id>/`: run.sqlite (WAL; step tensors inline), tensors/*.safetensors, images/*.png."""
 
     FORMAT = schema.RUN_FORMAT
+    SUBFOLDERS = ("tensors", "images")
+    RESERVE_BYTES = 64 * 1024  # the final status, elapsed time and error: a few pages of the WAL
     # Commits do not wait for the disk: every committed step survives the process dying (a segfault, an OOM kill,
     # what a flight recorder is for); an OS crash or power cut can lose the last ones or damage the file (the
     # reader then says so). Waiting for the disk cost ~2 ms a run, ~1 % of a demo run.
@@ -83,11 +117,10 @@ class RunWriter(StoreWriter):
         if call is not None:
             meta["call"] = call
         path, conn, lock = cls._create_store(runs_dir, run_id, "", meta)
-        (path / "tensors").mkdir(exist_ok=True)
-        (path / "images").mkdir(exist_ok=True)
         return cls(path, conn, path.name, lock)
 
     # -- buffered writes ----------------------------------------------------------------------------
+    @_space
     def event(self, kind: str, message: str, level: str = "info", **data: Any) -> None:
         """Log an event (buffered until the next step/commit)."""
         cur = self.conn.execute(
@@ -99,6 +132,7 @@ class RunWriter(StoreWriter):
                 f"INSERT INTO {schema.FTS_TABLE} (rowid, message) VALUES (?, ?)", (cur.lastrowid, message)
             )
 
+    @_space
     def add_stats(self, rows: Iterable[StatRow] | StatColumns) -> None:
         """Add module statistics (buffered until the next step/commit). NaN stats are stored as NULL."""
         c = rows if isinstance(rows, StatColumns) else _columns(rows)
@@ -118,6 +152,7 @@ class RunWriter(StoreWriter):
             (name, kind, relpath, step),
         )
 
+    @_space
     def save_tensors(self, name: str, tensors: dict[str, np.ndarray], step: int | None = None,
                      inline: bool = False) -> Path:
         """Write tensors/<name>.safetensors atomically and list it (row buffered until the next commit).
@@ -131,27 +166,27 @@ class RunWriter(StoreWriter):
             return self.path / schema.DB_NAME
         relpath = f"tensors/{name}.safetensors"
         target = self.path / relpath
-        tmp = target.with_name(target.name + ".tmp")
         arrays = {str(k): np.ascontiguousarray(np.asarray(v)) for k, v in tensors.items()}
-        save_file(arrays, str(tmp))
-        os.replace(tmp, target)
+        data = save(arrays)  # the bytes, written by Python: a full disk is then an OSError with its errno
+        _write_file(target, lambda tmp: tmp.write_bytes(data))
         self._add_file(name, "tensors", relpath, step)
         return target
 
+    @_space
     def save_image(self, name: str, image: np.ndarray, step: int | None = None) -> Path:
         """Write images/<name>.png atomically. Float images are [0, 1]; NaN becomes black. Always written."""
         _check_name(name)
         self.conn  # noqa: B018 - refuse writes after finish
         relpath = f"images/{name}.png"
         target = self.path / relpath
-        tmp = target.with_name(target.name + ".tmp")
         # compress_level 1: previews are written every step and are tiny; fast beats small here.
-        Image.fromarray(to_uint8_image(image)).save(tmp, format="PNG", compress_level=1)
-        os.replace(tmp, target)
+        picture = Image.fromarray(to_uint8_image(image))
+        _write_file(target, lambda tmp: picture.save(tmp, format="PNG", compress_level=1))
         self._add_file(name, "image", relpath, step)
         return target
 
     # -- commits ------------------------------------------------------------------------------------
+    @_space
     def add_step(
         self,
         info: StepInfo,
@@ -187,16 +222,19 @@ class RunWriter(StoreWriter):
         if commit:
             conn.commit()
 
+    @_space
     def commit(self) -> None:
         """Commit what was buffered (stats/events of the encode and decode phases)."""
         self.conn.commit()
 
+    @_space
     def set_verdict(self, verdict: dict[str, Any], first_anomaly: dict[str, Any] | None,
                     first_warning: dict[str, Any] | None = None) -> None:
         """Record the verdict, first anomaly and first (benign) warning (committed at once)."""
         self._set_meta(verdict=verdict, first_anomaly=first_anomaly, first_warning=first_warning)
         self.conn.commit()
 
+    @_space
     def set_samples(self, verdicts: list[dict[str, Any]], anomalies: list[dict[str, Any] | None]) -> None:
         """A batch's verdict per image and where each image first showed NaN/Inf (None: never); committed at once.
         `verdict` stays the worst of them."""
@@ -206,14 +244,13 @@ class RunWriter(StoreWriter):
     def finish(self, status: str, elapsed_s: float, error: str | None = None) -> None:
         """Set the final status, commit, and close. The database is left as a single file when possible."""
         self._check_final(status)
-        conn = self.conn
         try:
-            self._set_meta(status=status, elapsed_s=float(elapsed_s), error=error)
-            conn.commit()
-        except sqlite3.Error:
-            # The status cannot be written (a full disk): the record is closed all the same, and without its
-            # writer's lock it reads 'interrupted', which is what it is.
-            conn.rollback()
+            self._commit_final({"status": status, "elapsed_s": float(elapsed_s), "error": error})
+        except (sqlite3.Error, RecordError):
+            # The status cannot be written, even with the reserve given back: the record is closed all the same,
+            # and without its writer's lock it reads 'interrupted', which is what it is.
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.rollback()
             self._close(fold=False)
             raise
         self._close()  # folds the WAL back in, then lets the lock go
@@ -235,10 +272,14 @@ def annex_image(run_dir: str | Path, name: str, image: np.ndarray, step: int | N
         raise RecordError(f"not a GhostViewer run (no {schema.DB_NAME}): {run_dir}")
     relpath = f"images/{name}.png"
     target = run_dir / relpath
-    target.parent.mkdir(exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    Image.fromarray(to_uint8_image(image)).save(tmp, format="PNG")
-    os.replace(tmp, target)
+    picture = Image.fromarray(to_uint8_image(image))
+    try:
+        target.parent.mkdir(exist_ok=True)
+        _write_file(target, lambda tmp: picture.save(tmp, format="PNG"))
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full(run_dir, f"cannot add {relpath} to run {run_dir.name}") from exc
+        raise
     try:
         conn = sqlite3.connect(db, timeout=5.0)
         try:
@@ -250,6 +291,8 @@ def annex_image(run_dir: str | Path, name: str, image: np.ndarray, step: int | N
         finally:
             conn.close()
     except sqlite3.Error as exc:
+        if is_disk_full(exc):
+            raise disk_full(run_dir, f"cannot add {relpath} to run {run_dir.name}") from exc
         raise RecordError(f"cannot add {relpath} to run {run_dir.name}: {exc}") from exc
     return target
 

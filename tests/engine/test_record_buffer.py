@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from ghostviewer.engine.run import record_buffer
-from ghostviewer.engine.run.runner import RunFailed, execute_run
+from ghostviewer.engine.run.runner import execute_run
 from ghostviewer.engine.tracing.blocks import iter_modules
 from ghostviewer.engine.tracing.tracer import traced_modules
 from ghostviewer.record import RunRecord, RunWriter
+from ghostviewer.record.disk import DiskFull
 from ghostviewer.spec import RunSpec
 
 
@@ -92,7 +93,7 @@ def test_a_write_that_fails_fails_the_run_and_closes_the_record(demo_loaded, run
         return original(self, info, tensors, images, **kwargs)
 
     monkeypatch.setattr(RunWriter, "add_step", add_step)
-    with pytest.raises(RunFailed, match="No space left"):
+    with pytest.raises(DiskFull, match="disk is full"):  # the environment, not the pipeline: no RunFailed
         execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=6), runs_dir,
                     flight=flight)
     (folder,) = list(runs_dir.iterdir())
@@ -140,7 +141,7 @@ def test_no_step_event_when_its_batch_could_not_be_committed(demo_loaded, runs_d
 
         monkeypatch.setattr(RunWriter, "_set_meta", no_status)
     events: list[tuple[str, int | None]] = []
-    with pytest.raises(RunFailed, match="disk is full"):
+    with pytest.raises(DiskFull, match="disk is full"):
         execute_run(demo_loaded, RunSpec(prompt="a red circle on a blue background", steps=6), runs_dir,
                     on_progress=lambda e: events.append((e["event"], e.get("step"))))
     (folder,) = list(runs_dir.iterdir())
