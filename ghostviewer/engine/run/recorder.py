@@ -40,6 +40,7 @@ from ghostviewer.engine.tracing.memory import read_memory, reset_peak
 from ghostviewer.engine.tracing.preview import LatentPreview
 from ghostviewer.engine.tracing.tracer import TraceConfig, Tracer
 from ghostviewer.record import RunWriter, StepInfo
+from ghostviewer.record.disk import DiskFull, disk_full_in
 from ghostviewer.record.types import NO_FINGERPRINTS
 from ghostviewer.spec import RunSpec
 
@@ -246,9 +247,12 @@ def record_call(
         raise
     except Exception as exc:  # the pipeline (or an intervention) broke: keep the record, report it
         writer.raise_if_not_created()  # no record at all (e.g. an unwritable runs folder): that error, as before
-        message = f"{type(exc).__name__}: {exc}"
+        full = disk_full_in(exc)  # the disk, not the pipeline: no loop may count it as a failed run
+        message = str(full) if full is not None else f"{type(exc).__name__}: {exc}"
         end("failed", message, "error", error=message)
         emit({"event": "failed", "run_dir": str(writer.path), "error": message, "first_anomaly": detector.first})
+        if full is not None:
+            raise DiskFull(f"{full}; the partial run is in {writer.path}") from exc
         raise RunFailed(message, writer.path) from exc
     except BaseException:  # KeyboardInterrupt, SystemExit: the record is closed before the process goes
         end("cancelled", "interrupted", "warning", error="interrupted")
