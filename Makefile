@@ -24,7 +24,7 @@ run: $(STAMP)
 TEST_WORKERS ?= auto
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not live_engine"
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -p no:xdist -m live_engine
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -p no:xdist tests/gui/live
 
 demo: $(STAMP)
 	$(BIN)/ghostviewer demo

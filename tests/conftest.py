@@ -112,22 +112,16 @@ def _uses_a_module_fixture(item: pytest.Item) -> bool:
                                     for defs in info.name2fixturedefs.values())
 
 
-# The window driving the real engine process, one per file: reliable alone, but two of them at once on two cores
-# race (a finished run's timeline still loading when the next test scrubs it). `make test` runs them after the
-# parallel pass, one at a time (-m live_engine).
-LIVE_ENGINE = (
-    "tests/gui/test_gui_engine.py",
-    "tests/gui/test_gui_inside_engine.py",
-    "tests/gui/test_replay_compare_engine.py",
-    "tests/gui/test_job_scheduler.py",
-    "tests/gui/test_gui_bundle.py",
-)
+# The window driving the real engine process (tests/gui/live/): reliable alone, but two of them at once on two cores
+# race (a finished run's timeline still loading when the next test scrubs it). `make test` runs that folder after the
+# parallel pass, one test at a time; the parallel pass leaves it out (-m "not live_engine").
+LIVE_ENGINE = "tests/gui/live/"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         file = item.nodeid.partition("::")[0]  # relative to the rootdir (pyproject's folder) from any cwd
-        if file in LIVE_ENGINE:
+        if file.startswith(LIVE_ENGINE):
             item.add_marker(pytest.mark.live_engine)
         if file in TIMING_SENSITIVE or f"{file}::{item.originalname}" in TIMING_SENSITIVE:
             item.add_marker(pytest.mark.xdist_group("timing"))

@@ -180,7 +180,7 @@ def test_picking_a_broken_run_is_one_line_never_a_dialog(name: str, win, qtbot, 
 
 @pytest.mark.parametrize("name", ["truncated-db", "missing-db"])
 def test_dropping_a_broken_run_is_one_line_in_the_status_bar(name: str, win, qtbot, broken: Path) -> None:  # noqa: ANN001
-    from tests.gui.test_gui_bundle import _drop
+    from tests.gui.live.test_gui_bundle import _drop
 
     _drop(win, broken / name)
     line = win.statusBar().currentMessage()

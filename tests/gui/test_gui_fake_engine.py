@@ -1,5 +1,5 @@
 """The window's run flow against a stand-in engine process (real protocol and records, no torch): queue,
-cancel, replay, engine death and restart. The same flows with the real demo pipeline: test_gui_engine.py."""
+cancel, replay, engine death and restart. The same flows with the real demo pipeline: live/test_gui_engine.py."""
 
 from __future__ import annotations
 
