@@ -1,6 +1,7 @@
 """The Runs history shows the calls a watcher recorded in the user's own program: a watch study is one row (its
-program, calls, failures, kept records), its kept calls its children ("[watched: prog · call N]"), and picking
-it opens its failed call. File ▸ Watch folder follows a folder a program writes into: a call made after the
+program, calls, failures, kept records), its kept calls its children ("call N · prompt", the whole source in
+their tooltips; a watched run listed on its own says "[watched: prog · call N]"), and picking it opens its failed
+call. File ▸ Watch folder follows a folder a program writes into: a call made after the
 mode started appears within seconds, read off the GUI thread, and the current row and the scroll position survive
 each refresh. Real watched calls of the real demo pipeline, real SQLite, real widgets."""
 
@@ -56,12 +57,14 @@ def test_a_watch_study_is_one_row_and_its_kept_calls_say_where_they_were_made(qt
     assert study.failed == 1 and study.state(None) == "done"
     top = panel.tree.topLevelItem(0)
     assert panel.row_count() == 1 and top.data(0, KIND_ROLE) == "study"
-    assert top.text(4) == f"watch {PROGRAM}: 2 calls watched, 1 failed (50%), 2 kept"
+    assert top.text(4) == f"watch {PROGRAM}: 1/2 failed (50%), 2 kept" and top.text(1) == "1/2 failed"
+    assert top.foreground(1).color().name() == BAD_COLOUR and top.toolTip(1).startswith("done: ")
     assert top.text(3) == "2" and top.foreground(4).color().name() == BAD_COLOUR
     assert top.childCount() == 2
     newest, oldest = top.child(0), top.child(1)  # newest call first
-    assert newest.text(4) == f"[watched: {PROGRAM} · call 1] {PROMPT}"
-    assert oldest.text(4) == f"[watched: {PROGRAM} · call 0] {PROMPT}"
+    assert newest.text(4) == f"call 1 · {PROMPT}" and oldest.text(4) == f"call 0 · {PROMPT}"
+    assert newest.toolTip(4).startswith(f"[watched: {PROGRAM} · call 1] {PROMPT}")
+    assert len(newest.text(0)) == len("12:26:11")  # the call's time (the study row has the date)
     assert newest.text(1) == "nan" and newest.foreground(1).color().name() == BAD_COLOUR
     assert oldest.text(2) == "0" and oldest.text(3) == "2"  # its seed and steps, read from its record
     assert RunRecord(str(newest.data(0, PATH_ROLE))).environment["watched"]["call"] == 1
@@ -122,16 +125,24 @@ def test_watch_folder_shows_new_calls_as_they_are_written(window, qtbot, demo_lo
         original(self, *args, **kwargs)
 
     RunRecord.__init__ = spy  # type: ignore[method-assign]
+    watcher = ghostviewer.attach(demo_loaded.pipe, runs_dir=folder)  # the program, still running
     try:
-        _calls(demo_loaded.pipe, folder, (True,))  # the program calls its pipeline: a NaN call
+        demo_loaded.pipe(PROMPT, num_inference_steps=2, generator=torch.Generator().manual_seed(0),
+                         output_type="np", latents=NAN)  # it calls its pipeline: a NaN call
         qtbot.waitUntil(lambda: any(isinstance(r, StudyEntry) and r.children for r in state.history.rows),
                         timeout=5_000)
+        QApplication.processEvents()
+        study = tree.topLevelItem(0)
+        assert study.text(4) == f"watching {PROGRAM}: 1/1 failed (100%), 1 kept" and study.isExpanded()
     finally:
+        watcher.detach()
         RunRecord.__init__ = original  # type: ignore[method-assign]
+    qtbot.waitUntil(lambda: tree.topLevelItem(0).text(4).startswith("watch "), timeout=5_000)  # it ended
     QApplication.processEvents()
     assert read_on and not any(read_on), "the watched folder is read off the GUI thread"
-    study = tree.topLevelItem(0)
+    assert tree.topLevelItem(0) is study, "updated in place"
     assert panel.row_count() == 41 and study.data(0, KIND_ROLE) == "study"
+    assert study.text(4) == f"watch {PROGRAM}: 1/1 failed (100%), 1 kept" and study.text(1) == "1/1 failed"
     assert study.childCount() == 1 and study.child(0).text(1) == "nan"
     assert study.child(0).foreground(1).color().name() == BAD_COLOUR  # the bad call in red at once
     assert tree.currentItem().data(0, PATH_ROLE) == picked.data(0, PATH_ROLE), "the current row stays"

@@ -189,6 +189,15 @@ def result_words(result: object) -> str:
     return ", ".join(plain[:2])
 
 
+def watch_words(result: object) -> str:
+    """A watch study's result in a few words, the failures first: "1/4 failed (25%), 4 kept"."""
+    if not isinstance(result, dict) or not isinstance(result.get("calls"), int):
+        return ""
+    calls, failed, kept = result["calls"], int(result.get("failed") or 0), result.get("kept")
+    rate = f" ({failed / calls:.0%})" if calls else ""
+    return f"{failed}/{calls} failed{rate}" + (f", {kept} kept" if isinstance(kept, int) else "")
+
+
 def _key_words(key: object) -> str:
     if isinstance(key, dict):
         return " ".join(f"{k} {v}" for k, v in key.items())
@@ -229,10 +238,11 @@ def read_study(folder: Path, cache: Cache | None = None, new_cache: Cache | None
     done, total = progress.get("done", 0), progress.get("total")
     runs = summary.get("runs") or ()
     result = summary.get("result")
-    source, failed = "", 0
+    source, failed, words = "", 0, result_words(result)
     if record.kind == "watch":
         source = program_name((summary.get("params") or {}).get("program"))
         failed = int(result.get("failed") or 0) if isinstance(result, dict) else 0
+        words = watch_words(result) or result_words(result)
         kept = [run for run in reversed(runs) if run.get("kept") and run.get("role") != SUMMARY_ROLE]
         children = tuple(_watched_child(run, cache, new_cache) if i < CHILD_DETAIL else _child(run)
                          for i, run in enumerate(kept))
@@ -240,7 +250,7 @@ def read_study(folder: Path, cache: Cache | None = None, new_cache: Cache | None
         children = tuple(_child(run) for run in runs)
     return StudyEntry(str(record.path), record.study_id, record.kind, str(record.created_at or ""),
                       str(summary.get("status")), f"{done}/{total}" if total is not None else str(done),
-                      result_words(result), summary.get("error"), children, source, failed)
+                      words, summary.get("error"), children, source, failed)
 
 
 def _watched_child(run: dict, cache: Cache | None, new_cache: Cache | None) -> StudyChild:

@@ -5,10 +5,12 @@ anomaly.
 
 A study is a row that expands to its child runs; a child opens like a run row (runSelected with its folder).
 A watch study (the calls a watcher recorded in the user's own program) says its program, calls, failures and kept
-records; its children are its kept calls, newest first, each "[watched: app.py · call 7] prompt" with its thumbnail;
-a watched run elsewhere (a bundle's) says its source the same way. While the history watches a folder, a line
-above the tree says so (with Stop), and each refresh updates the rows in place: the current row, the studies
-opened and the scroll position stay as they were (the rows on screen do not move when new ones come above).
+records ("watch app.py: 1/4 failed (25%), 4 kept"); its children are its kept calls, newest first, each with its
+thumbnail, the time of the call and "call 7 · prompt" (the study row names the program; the whole source is in the
+tooltip: the history dock is narrow); a watched run listed on its own (a bundle's) says "[watched: app.py · call
+7]". While the history watches a folder, a line above the tree says so (with Stop), and each refresh updates the
+rows in place: the current row, the studies opened and the scroll position stay as they were (the rows on screen
+do not move when new ones come above).
 A run from an opened bug-report bundle is a run row tagged "[bundle NAME]". A folder that cannot be read is a
 greyed row "⚠ unreadable: …" (the whole message in its tooltip); picking it says the message in the status bar
 (messageRequested) and opens nothing. A run read but for a refused part (its final image) is a run row marked ⚠.
@@ -34,6 +36,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMenu,
     QPushButton,
+    QSizePolicy,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -59,7 +62,7 @@ COLUMNS = 6
 THUMB_PX = 24
 BUNDLE_COLOUR = "#6a1b9a"
 WATCHED_COLOUR = "#00695c"  # a call made by the user's own program
-WATCHING_TEXT = "Watching {folder}: new runs appear as they are written"
+WATCHING_TEXT = "● watching {name}"  # above the tree while the history watches a folder (the path in its tip)
 REPLAY_TIMES = 5  # the menu's "Replay ×5"
 
 
@@ -69,6 +72,14 @@ def when_words(created: str) -> str:
         return datetime.fromisoformat(created).astimezone().strftime("%m-%d %H:%M")
     except ValueError:
         return f"{created[5:10]} {created[11:16]}".strip()
+
+
+def time_words(created: str) -> str:
+    """'08:43:07' (local time): a study child's, under its study's date."""
+    try:
+        return datetime.fromisoformat(created).astimezone().strftime("%H:%M:%S")
+    except ValueError:
+        return created[11:19]
 
 
 def state_colour(state: str) -> str:
@@ -109,6 +120,7 @@ class HistoryPanel(QWidget):
         self._collapsed: set[str] = set()  # the studies the user closed (a watch study opens by itself)
         self.watching = QLabel(wordWrap=False)
         self.watching.setStyleSheet(f"color: {STATE_COLOURS['watching']};")
+        self.watching.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens
         self.stop_watching = QPushButton("Stop")
         self.stop_watching.setToolTip("Stop watching: back to the runs folder")
         self.stop_watching.clicked.connect(self.stopWatchRequested)
@@ -142,9 +154,9 @@ class HistoryPanel(QWidget):
         self._rebuild()
 
     def _show_watching(self, folder: object) -> None:
-        self.watching.setText(WATCHING_TEXT.format(folder=folder) if folder is not None else "")
-        self.watching.setToolTip(f"{folder}\nread again every second while a program writes runs into it"
-                                 if folder is not None else "")
+        self.watching.setText(WATCHING_TEXT.format(name=Path(str(folder)).name) if folder is not None else "")
+        self.watching.setToolTip(f"Watching {folder}: read again every second, new runs appear as a program "
+                                 "writes them" if folder is not None else "")
         self.watching.setVisible(folder is not None)
         self.stop_watching.setVisible(folder is not None)
 
@@ -319,11 +331,13 @@ class HistoryPanel(QWidget):
                 THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)))
         return self._thumbs[path]
 
-    def _fill_run(self, item: QTreeWidgetItem, entry: RunEntry, when: str | None = None) -> None:
+    def _fill_run(self, item: QTreeWidgetItem, entry: RunEntry, when: str | None = None,
+                  call: str | None = None) -> None:
+        """`when`, `call`: a study's child (a watch study's kept call: its time, "call 7")."""
         state = entry.state(self.model.live_run)
         changes = f"[{' · '.join(entry.changes)}] " if entry.changes else ""
         tag = f"[bundle {entry.bundle}] " if entry.bundle else ""
-        source = f"[{entry.source}] " if entry.source else ""
+        source = f"{call} · " if call else f"[{entry.source}] " if entry.source else ""
         anomaly = anomaly_words(entry.first_anomaly)
         warning = "⚠ " if entry.problem else ""
         texts = [when_words(entry.created) if when is None else when, warning + state, str(entry.seed),
@@ -339,7 +353,8 @@ class HistoryPanel(QWidget):
         item.setToolTip(0, entry.created)
         origin = f"\nfrom the bug report {entry.bundle} (a read-only copy in {Path(entry.path).parents[1]})"
         where = f"\n{entry.source}: a call made by that program, recorded by its watcher" if entry.source else ""
-        item.setToolTip(4, source + changes + entry.prompt + (origin if entry.bundle else "") + where)
+        item.setToolTip(4, f"[{entry.source}] " * bool(entry.source) + changes + entry.prompt
+                        + (origin if entry.bundle else "") + where)
         item.setToolTip(1, "\n".join(filter(None, (entry.problem, entry.error))) or entry.path)
         item.setToolTip(5, f"first anomaly: {anomaly}" if anomaly else "no anomaly")
         _colour(item, 1, state_colour(state))
@@ -363,23 +378,30 @@ class HistoryPanel(QWidget):
 
     def _fill_study(self, item: QTreeWidgetItem, study: StudyEntry) -> None:
         state = study.state(self.model.live_run)
+        watch = study.kind == "watch"
         kind = f"{study.kind} {study.source}" if study.source else study.kind
+        if watch:  # the failures in sight in a narrow dock; what the study is doing said in words
+            kind = f"{'watching' if state == 'watching' else 'watch'} {study.source}" + \
+                (f" ({state})" if state not in ("watching", "done") else "")
         text = f"{kind}: {study.result}" if study.result else kind
-        for column, value in enumerate([when_words(study.created), state, "", study.progress, text, ""]):
+        result = f"{study.failed}/{study.progress} failed" if watch and study.progress != "0" else state
+        for column, value in enumerate([when_words(study.created), result, "", study.progress, text, ""]):
             item.setText(column, value)
         item.setData(0, PATH_ROLE, study.path)
         item.setData(0, KIND_ROLE, "study")
         item.setToolTip(0, study.created)
-        item.setToolTip(1, study.error or study.path)
-        if study.kind == "watch":
+        item.setToolTip(1, "\n".join(filter(None, (f"{state}: {study.result}" if watch else "",
+                                                    study.error, study.path))))
+        if watch:
             item.setToolTip(3, f"{study.progress} calls watched")
-            item.setToolTip(4, f"the calls of {study.source} (watch study {study.study_id}): {study.result}\n"
-                               "its children are the calls whose full record was kept")
+            item.setToolTip(4, f"the calls of {study.source} (watch study {study.study_id}, {state}): "
+                               f"{study.result}\nits children are the calls whose full record was kept")
         else:
             item.setToolTip(3, f"{study.progress} runs done")
             item.setToolTip(4, f"{study.kind} study {study.study_id}: {study.result}")
-        _colour(item, 1, state_colour(state))
-        _colour(item, 4, BAD_COLOUR if study.failed else None)
+        _colour(item, 1, (BAD_COLOUR if study.failed else STATE_COLOURS["ok"]) if result != state
+                else state_colour(state))
+        _colour(item, 4, BAD_COLOUR if study.failed else STATE_COLOURS["watching"] if state == "watching" else None)
         font = item.font(4)
         font.setBold(True)
         item.setFont(4, font)
@@ -416,7 +438,7 @@ class HistoryPanel(QWidget):
     def _fill_child(self, item: QTreeWidgetItem, child: StudyChild) -> None:
         item.setData(0, CHILD_ROLE, child)
         if child.run is not None:  # a watch study's kept call, read as a run
-            self._fill_run(item, child.run, when=when_words(child.run.created))
+            self._fill_run(item, child.run, when=time_words(child.run.created), call=child.label)
             item.setData(0, PATH_ROLE, child.path)
             item.setToolTip(0, f"#{child.position} · {child.run.created}")
             return
