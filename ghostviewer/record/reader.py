@@ -333,7 +333,7 @@ class RunRecord(StoreRecord):
     def summary(self) -> dict[str, Any]:
         """The CONTRACT's `run` JSON object (plus run_id and status)."""
         meta = self._meta()
-        settings = meta.get("settings") or {}
+        settings = self._object_or_refuse("settings", meta.get("settings")) or {}  # a damaged record: said so
         image = self.image_path("final")
         return {
             "run_dir": str(self.path),
