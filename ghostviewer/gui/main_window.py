@@ -9,6 +9,7 @@ from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
+    QHBoxLayout,
     QLabel,
     QMainWindow,
     QSplitter,
@@ -27,9 +28,12 @@ from ghostviewer.gui.coordinators.isolate_action import IsolateAction
 from ghostviewer.gui.dialogs.about_dialog import show_about
 from ghostviewer.gui.dialogs.bundle_export_dialog import show_export_dialog
 from ghostviewer.gui.dialogs.welcome import show_welcome
+from ghostviewer.gui.models.batch_model import BatchModel
 from ghostviewer.gui.widgets.attention_view import AttentionView
+from ghostviewer.gui.widgets.batch_strip import BatchStrip
 from ghostviewer.gui.widgets.bisect_trail import build_bisect_trail
 from ghostviewer.gui.widgets.block_tree import BlockTree
+from ghostviewer.gui.widgets.call_inputs_panel import CallInputsPanel
 from ghostviewer.gui.widgets.compare_view import build_compare_view, selected_runs
 from ghostviewer.gui.widgets.embeddings_view import EmbeddingsView
 from ghostviewer.gui.widgets.feature_map_view import FeatureMapView
@@ -83,7 +87,10 @@ class MainWindow(QMainWindow):
         self.history_panel = HistoryPanel(s.history)
         self.log_panel = LogPanel()
         self.run_header = RunHeader(s.timeline)
-        self.step_images = StepImages(s.timeline, s.step_data)
+        self.batch = BatchModel(s.timeline)  # a batch run's samples and the one the image views describe
+        self.step_images = StepImages(s.timeline, s.step_data, self.batch)
+        self.call_inputs = CallInputsPanel(s.timeline)  # hidden for a text-to-image run
+        self.batch_strip = BatchStrip(self.batch)  # hidden for a run of one image
         self.timeline_bar = TimelineBar(s.timeline)
         self.stat_plot = StatPlot(s.timeline, s.selection)
         self.block_tree = BlockTree(s.blocks)
@@ -98,8 +105,13 @@ class MainWindow(QMainWindow):
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(2)
         column.addWidget(self.run_header)
-        column.addWidget(self.step_images, 1)
+        images = QHBoxLayout()
+        images.setSpacing(2)
+        images.addWidget(self.step_images, 1)
+        images.addWidget(self.call_inputs)
+        column.addLayout(images, 1)
         self.step_images.setMinimumHeight(STEP_IMAGES_MIN_PX)  # a raised bottom dock stops there
+        column.addWidget(self.batch_strip)
         column.addWidget(self.timeline_bar)
         center = QSplitter(Qt.Orientation.Vertical)
         center.addWidget(top)

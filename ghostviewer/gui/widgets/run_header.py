@@ -1,6 +1,7 @@
 """One line above the images saying which run is shown: prompt, what the run changed in the pipeline (ghost,
 bypasses, captures — never silently, and first, so a narrow window cuts the run folder, not them), seed, steps,
-scheduler, run folder; and its first anomaly below."""
+scheduler, the call's kind and batch when not a text-to-image call of one image, run folder; and its first anomaly
+below (naming the image of a batch it is in, when it is in one only)."""
 
 from __future__ import annotations
 
@@ -37,11 +38,18 @@ class RunHeader(QLabel):
         details = [f"seed {s.get('seed')}", f"{s.get('steps')} steps", f"guidance {s.get('guidance')}"]
         if s.get("scheduler"):
             details.append(str(s.get("scheduler")))
+        if s.get("kind") and s.get("kind") != "text2img":
+            details.append(str(s["kind"]))
+        batch = s.get("batch") if isinstance(s.get("batch"), int) else 1
+        if batch > 1:
+            details.append(f"batch {batch}")
         changed = intervention_words(s)
         changed_html = (f" &nbsp;<b style='color:{WARN}'>[{html.escape(' · '.join(changed))}]</b>"
                         if changed else "")
         anomaly = record.first_anomaly if self.model.status != "running" else None
-        where = (f"<br><span style='color:{BAD}'>first anomaly: {html.escape(anomaly_words(anomaly))}</span>"
+        sample = anomaly.get("sample") if anomaly else None
+        which = f" in image {sample + 1} of {batch}" if isinstance(sample, int) and batch > 1 else ""
+        where = (f"<br><span style='color:{BAD}'>first anomaly{which}: {html.escape(anomaly_words(anomaly))}</span>"
                  if anomaly else "")
         self.setText(f"<b>“{prompt}”</b>{changed_html} &nbsp;·&nbsp; {html.escape(' · '.join(details))}"
                      f" &nbsp;<span style='color:#888'>{html.escape(record.run_id)}</span>{where}")

@@ -1,7 +1,11 @@
 """The images of the selected step: latent channels (colour-mapped), the cheap previews of x_t and of the
 predicted x0, a full VAE decode when asked for, and the final image. Bound to StepDataModel (the step) and
 TimelineModel (the run's final image, read on a Worker once per run and status). A step or final image
-the record cannot give (a garbage tensor file, an image outside the run's folder) is one line under the panes."""
+the record cannot give (a garbage tensor file, an image outside the run's folder) is one line under the panes.
+
+A batch (BatchModel): the final pane shows the selected sample's image; the step panes are the first sample's
+(the only one whose step tensors the record keeps), so while another sample is selected they stay empty and say
+why rather than show the first sample's tensors as its."""
 
 from __future__ import annotations
 
@@ -12,9 +16,11 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QWidget
 
 from ghostviewer.gui import messages
+from ghostviewer.gui.data.batch_images import STEP_DATA_SAMPLE, final_name
 from ghostviewer.gui.data.step_data import NO_STEP, NON_FINITE_RGBA, StepData, channel_mosaic, read_rgb
 from ghostviewer.gui.dialogs.error_reporter import one_line
 from ghostviewer.gui.link.worker import Worker
+from ghostviewer.gui.models.batch_model import BatchModel
 from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.image_pane import ImagePane
@@ -27,10 +33,15 @@ PLACES = {"latents": (0, 0, 2), "x_t preview": (0, 1, 1), "predicted x₀": (0, 
 LATENT_COLORMAP = "CET-D1"
 
 
-def read_final(record: RunRecord) -> tuple[np.ndarray | None, str]:
-    """The run's final image, or None and why ("" when none is recorded); a worker thread calls this."""
+STEP_PANES = PANES[:4]
+ONLY_FIRST = "no step tensors for image {shown} of {count} (the record keeps image {first}'s) · statistics: whole batch"
+
+
+def read_final(record: RunRecord, name: str = "final") -> tuple[np.ndarray | None, str]:
+    """The run's final image (`final_1`…: a batch's others), or None and why ("" when none is recorded); a worker
+    thread calls this."""
     try:
-        path = record.image_path("final")
+        path = record.image_path(name)
     except RecordError as exc:  # e.g. it points outside the run's folder
         return None, messages.FINAL_REFUSED.format(message=one_line(exc))
     image = read_rgb(path)
@@ -40,9 +51,10 @@ def read_final(record: RunRecord) -> tuple[np.ndarray | None, str]:
 
 
 class StepImages(QWidget):
-    def __init__(self, model: TimelineModel, data: StepDataModel, parent: QWidget | None = None) -> None:
+    def __init__(self, model: TimelineModel, data: StepDataModel, batch: BatchModel | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model, self.data = model, data
+        self.model, self.data, self.batch = model, data, batch
         self.lut = pg.colormap.get(LATENT_COLORMAP).getLookupTable(nPts=256, alpha=False)
         self.panes = {name: ImagePane(name) for name in PANES}
         grid = QGridLayout(self)
@@ -58,7 +70,7 @@ class StepImages(QWidget):
         grid.setColumnStretch(0, 2)
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(2, 1)
-        self._final_for: tuple[str, str] | None = None  # (run folder, status) the final image was asked for
+        self._final_for: tuple[str, str, int, int] | None = None  # (run folder, status, sample, batch) asked for
         self.final_loading = False
         self.final_problem = ""  # why the final image is not shown ("" when it is, or none is recorded)
         self.shown: StepData = NO_STEP  # the step drawn now
@@ -68,12 +80,32 @@ class StepImages(QWidget):
         model.statusChanged.connect(self._show_final)
         self._show_final()
         self.shown_step = ShownStep(self, data, lambda: self._show_step(self.shown_step.data))  # on screen only
+        if batch is not None:
+            batch.sampleSelected.connect(self._on_sample)
+            batch.batchChanged.connect(self._on_sample)
+
+    @property
+    def sample(self) -> int:
+        """The batch index the panes describe (0 for a run of one image)."""
+        return self.batch.selected if self.batch is not None and self.batch.count > 1 else 0
+
+    @property
+    def step_panes_hidden(self) -> bool:
+        """Another sample than the one whose step tensors the record keeps is selected."""
+        return self.sample != STEP_DATA_SAMPLE
+
+    def _on_sample(self, *_args: object) -> None:
+        self._show_step(self.shown)
+        self._show_final()
 
     @property
     def items(self) -> dict[str, pg.ImageItem]:
         return {name: pane.item for name, pane in self.panes.items()}
 
     def _set(self, name: str, image: np.ndarray | None, title: str | None = None) -> None:
+        if name == "latents" and image is not None and self.batch is not None and self.batch.count > 1:
+            # a batch: whose step tensors these are (the first pane only: the small ones have no room for it)
+            title = f"{title or name} · image {STEP_DATA_SAMPLE + 1} of {self.batch.count}"
         self.panes[name].set_image(image, title)
 
     def _say(self) -> None:
@@ -81,6 +113,9 @@ class StepImages(QWidget):
         step = messages.STEP_UNREADABLE.format(step=self.shown.step, message=one_line(self.shown.error))
         problems = [step] if self.shown.error else []
         problems += [self.final_problem] if self.final_problem else []
+        if self.step_panes_hidden and self.batch is not None:
+            problems.insert(0, ONLY_FIRST.format(shown=self.sample + 1, count=self.batch.count,
+                                                 first=STEP_DATA_SAMPLE + 1))
         text = " · ".join(problems)
         self.message.setText(text)
         self.message.setToolTip(text)
@@ -90,8 +125,13 @@ class StepImages(QWidget):
         self.shown = view
         self._say()
         if view.empty:
-            for name in PANES[:4]:
+            for name in STEP_PANES:
                 self._set(name, None)
+            return
+        if self.step_panes_hidden:
+            for name in STEP_PANES:  # the small panes have room for one word
+                self._set(name, None, f"latents · image {self.sample + 1}: not recorded" if name == "latents"
+                          else f"{name} · none")
             return
         if view.latents is not None:
             mosaic, limit = channel_mosaic(view.latents, self.lut)
@@ -118,14 +158,15 @@ class StepImages(QWidget):
             self._set("final image", None)
             self._say()
             return
-        key = (str(record.path), self.model.status)
+        key = (str(record.path), self.model.status, self.sample, self.batch.count if self.batch is not None else 0)
         if key == self._final_for:
             return
         if self._final_for is None or key[0] != self._final_for[0]:  # another run: not the last one's problem
             self.final_problem = ""
             self._say()
         self._final_for, self.final_loading = key, True
-        self._final_reader.submit(key, lambda _task: read_final(record))
+        name = final_name(self.sample)
+        self._final_reader.submit(key, lambda _task: read_final(record, name))
 
     def _on_final(self, key: Any, found: Any) -> None:
         if key != self._final_for:
@@ -136,7 +177,7 @@ class StepImages(QWidget):
         self.final_loading = False
         self.final_problem = problem
         if image is not None:
-            title = "final image"
+            title = "final image" if key[3] < 2 else f"final image {key[2] + 1} of {key[3]}"
         elif problem:
             title = messages.FINAL_NOT_SHOWN
         else:

@@ -1,4 +1,5 @@
-"""The verdict of the shown run as a coloured badge (or its state: running, incomplete, cancelled...)."""
+"""The verdict of the shown run as a coloured badge (or its state: running, incomplete, cancelled...); `wrap=True`
+makes the badge of one sample of a batch, whose sentence ("image 3 of 4: NaN at step 7 in …") wraps to its width."""
 
 from __future__ import annotations
 
@@ -19,11 +20,16 @@ PADDING_PX = 10
 
 
 class VerdictBadge(QLabel):
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, wrap: bool = False) -> None:
         super().__init__(parent)
-        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.wrap = wrap
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter if not wrap else Qt.AlignmentFlag.AlignLeft
+                          | Qt.AlignmentFlag.AlignVCenter)
         self.setMinimumWidth(80)
         self.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Fixed)
+        if wrap:  # its room is the tile's: the words wrap, never widen the strip
+            self.setWordWrap(True)
+            self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.kind = "none"
         self._shown: Badge | None = None
         self.show_badge(Badge("no run", "none"))
@@ -36,9 +42,13 @@ class VerdictBadge(QLabel):
         self.kind = badge.kind
         self.setText(badge.text)
         self.setToolTip(badge.tooltip)
-        self.setStyleSheet(f"QLabel {{ background: {background}; color: {foreground}; border-radius: 8px;"
-                           f" padding: 2px {PADDING_PX}px; font-weight: bold; }}")
-        self.setMinimumWidth(max(80, self.needed_width()))  # a squeezed bar never clips the verdict
+        shape = ("border-radius: 6px; padding: 1px 4px; font-size: 8pt;" if self.wrap
+                 else f"border-radius: 8px; padding: 2px {PADDING_PX}px;")
+        weight = "normal" if self.wrap else "bold"  # a sample's sentence wraps: narrower glyphs, fewer lines
+        self.setStyleSheet(f"QLabel {{ background: {background}; color: {foreground}; {shape}"
+                           f" font-weight: {weight}; }}")
+        if not self.wrap:
+            self.setMinimumWidth(max(80, self.needed_width()))  # a squeezed bar never clips the verdict
 
     def needed_width(self) -> int:
         """The whole text, bold, with the badge's padding: what must stay visible."""

@@ -1,0 +1,83 @@
+"""BatchModel: the shown run's samples when it made more than one image, and which of them is selected — the sample
+the image views describe. Read on the GUI's Worker (gui/link/worker.py) once per run and status; a run of one
+image has none (count 0) and its views stay as they always were."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from ghostviewer.gui.data.batch_images import NO_BATCH, STEP_DATA_SAMPLE, Batch, Sample, read_batch
+from ghostviewer.gui.link.worker import Worker
+from ghostviewer.gui.models.timeline_model import TimelineModel
+
+
+class BatchModel(QObject):
+    batchChanged = Signal()  # another run, or the same run's samples read again (its status changed)
+    sampleSelected = Signal(int)  # the batch index the views describe
+
+    def __init__(self, timeline: TimelineModel, synchronous: bool = False, parent: QObject | None = None) -> None:
+        super().__init__(parent or timeline)
+        self.timeline = timeline
+        self.batch: Batch = NO_BATCH
+        self.selected = 0
+        self.loading = False
+        self._for: tuple[str, str] | None = None  # (run folder, status) the batch was read for
+        self._reader = Worker(1, latest=True, synchronous=synchronous, what="reading the batch's images", parent=self)
+        self._reader.answered.connect(self._on_batch)
+        timeline.runChanged.connect(self._read)
+        timeline.statusChanged.connect(self._read)
+        self._read()
+
+    @property
+    def count(self) -> int:
+        return self.batch.count
+
+    @property
+    def sample(self) -> Sample | None:
+        """The selected sample (None for a run of one image)."""
+        return self.batch.samples[self.selected] if self.selected < self.count else None
+
+    @property
+    def step_data_is_selected(self) -> bool:
+        """The step tensors shown are the selected sample's (always, but for a batch's samples after the first)."""
+        return self.count == 0 or self.selected == STEP_DATA_SAMPLE
+
+    def select(self, index: int) -> None:
+        index = max(0, min(int(index), max(self.count - 1, 0)))
+        if index != self.selected:
+            self.selected = index
+            self.sampleSelected.emit(index)
+
+    def _read(self) -> None:
+        record = self.timeline.record
+        if record is None:
+            self._reader.cancel()
+            self._for, self.loading = None, False
+            self._set(NO_BATCH, new_run=True)
+            return
+        key = (str(record.path), self.timeline.status)
+        if key == self._for:
+            return
+        new_run = self._for is None or key[0] != self._for[0]
+        self._for, self.loading = key, True
+        if new_run:
+            self._set(NO_BATCH, new_run=True)  # the last run's samples never stand for this one's
+        self._reader.submit(key, lambda _task: read_batch(record))
+
+    def _on_batch(self, key: Any, batch: Any) -> None:
+        if key != self._for:
+            return
+        self.loading = False
+        if isinstance(batch, Exception):  # a bug of ours (the log has it)
+            batch = Batch(problem=f"the batch cannot be read: {batch}")
+        self._set(batch, new_run=False)
+
+    def _set(self, batch: Batch, new_run: bool) -> None:
+        self.batch = batch
+        if new_run or self.selected >= max(batch.count, 1):
+            if self.selected != 0:
+                self.selected = 0
+                self.sampleSelected.emit(0)
+        self.batchChanged.emit()
