@@ -55,10 +55,14 @@ def run(
     mask: str | Path | None = DEFAULTS.mask,
     batch: int = DEFAULTS.batch,
     generator_device: str = DEFAULTS.generator_device,
+    control_image: str | Path | None = DEFAULTS.control_image,
+    controlnet: str | Path | None = DEFAULTS.controlnet,
+    controlnet_scale: float | None = DEFAULTS.controlnet_scale,
 ) -> dict[str, Any]:
     """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image).
-    `init_image` (a file) makes it img2img at `strength`, with `mask` (a file) inpaint; `batch` images per prompt
-    (`images` and `verdicts` one each); `generator_device` where the seed's noise is drawn.
+    `init_image` (a file) makes it img2img at `strength`, with `mask` (a file) inpaint; `control_image` (a file)
+    a ControlNet run at `controlnet_scale`, with the pipeline's own ControlNet or `controlnet` (a folder); `batch`
+    images per prompt (`images` and `verdicts` one each); `generator_device` where the seed's noise is drawn.
     `guidance=None`: the pipeline family's usual guidance (7.5 for SD and the demo; recorded as used).
     `memory_check=False` runs a size the memory estimate refuses (engine/run/settings.py).
     `reference`: a known-good pipeline (any source) run on the same call; `baseline`: a baseline file to judge
@@ -70,6 +74,8 @@ def run(
         extra={} if memory_check else {"memory_check": False},
         init_image=None if init_image is None else str(init_image), strength=strength,
         mask=None if mask is None else str(mask), batch=batch, generator_device=generator_device,
+        control_image=None if control_image is None else str(control_image),
+        controlnet=None if controlnet is None else str(controlnet), controlnet_scale=controlnet_scale,
     )
     return run_spec(source, spec, runs_dir=runs_dir, allow_pickle=allow_pickle, config=config,
                     on_progress=on_progress, reference=reference, baseline=baseline)

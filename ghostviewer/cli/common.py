@@ -44,6 +44,12 @@ SPEC_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "--batch": ("batch", {"type": int, "metavar": "N", "help": "images per prompt (num_images_per_prompt)"}),
     "--generator-device": ("generator_device", {"choices": GENERATOR_DEVICES,
                                                 "help": "where the seed's noise is drawn (default cpu)"}),
+    "--control-image": ("control_image", {"metavar": "IMG", "help": "a ControlNet run following this image (the "
+                                          "pipeline's own ControlNet, or --controlnet)"}),
+    "--controlnet": ("controlnet", {"metavar": "DIR", "help": "a saved ControlNetModel's folder, or a pipeline "
+                                    "folder with a controlnet/ component"}),
+    "--controlnet-scale": ("controlnet_scale", {"type": float, "metavar": "X", "help": "the ControlNet's "
+                                                "conditioning scale (default: diffusers' 1.0)"}),
 }
 
 

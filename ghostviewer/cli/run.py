@@ -21,7 +21,8 @@ from ghostviewer.spec import DEFAULTS, RunSpec
 
 RUN_FLAGS = ("--negative", "--seed", "--steps", "--guidance", "--width", "--height", "--scheduler", "--dtype",
              "--device", "--bypass", "--capture", "--fault", "--trace-depth", "--capture-attention",
-             "--init-image", "--strength", "--mask", "--batch", "--generator-device")
+             "--init-image", "--strength", "--mask", "--batch", "--generator-device", "--control-image",
+             "--controlnet", "--controlnet-scale")
 DEMO_PROMPT = "a red circle on a blue background, top left"
 
 

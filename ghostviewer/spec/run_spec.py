@@ -9,6 +9,7 @@ with `from_record`, which keeps what it knows.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import random
 from collections.abc import Iterable, Mapping
@@ -27,8 +28,9 @@ EXTRA_KEYS = ("memory_check", "config")  # kept in `extra` so records made befor
 # The call's kind and inputs: written into a record only when they differ from a plain text-to-image call of one
 # image, so records (and comparisons between them) of such calls read exactly as they always have.
 CALL_FIELDS = {"kind": "text2img", "batch": 1, "generator_device": "cpu", "strength": None, "init_image": None,
-               "mask": None}
-MADE_KINDS = ("text2img", "img2img", "inpaint")  # the kinds GhostViewer's own runs make (the others: watched calls)
+               "mask": None, "control_image": None, "controlnet": None, "controlnet_scale": None}
+MADE_KINDS = ("text2img", "img2img", "inpaint", "controlnet")  # the kinds GhostViewer's own runs make
+DEFAULT_CONTROLNET_SCALE = 1.0  # diffusers' controlnet_conditioning_scale: filled in, and recorded, when unset
 # diffusers' own defaults (StableDiffusionImg2ImgPipeline, …InpaintPipeline): filled in, and recorded, when unset.
 DEFAULT_STRENGTH = {"img2img": 0.8, "inpaint": 1.0}
 # Prompt-list columns (CONTRACT: prompt, negative, seed, steps, guidance; and width, height, scheduler) and the
@@ -64,10 +66,16 @@ class RunSpec:
     adapters: tuple[str, ...] = ()
     init_image: str | None = None  # an image file (img2img, inpaint); its pixels are recorded with the run
     mask: str | None = None  # an image file the size of the init image: white is repainted (inpaint)
+    control_image: str | None = None  # an image file (ControlNet); its pixels are recorded with the run
+    controlnet: str | None = None  # a saved ControlNetModel's folder (or a pipeline folder with controlnet/);
+    # None: the pipeline's own controlnet component
+    controlnet_scale: float | None = None  # controlnet_conditioning_scale; None: diffusers' 1.0, recorded as used
 
     def __post_init__(self) -> None:
         if self.kind == "text2img" and self.init_image is not None:
             object.__setattr__(self, "kind", "inpaint" if self.mask is not None else "img2img")
+        elif self.kind == "text2img" and self.control_image is not None:
+            object.__setattr__(self, "kind", "controlnet")
 
     @property
     def memory_check(self) -> bool:
@@ -191,12 +199,15 @@ def validate(spec: RunSpec) -> None:
         raise SpecError(f"init_image must be an image file's path, not {spec.init_image!r}")
     if spec.mask is not None and not isinstance(spec.mask, str):
         raise SpecError(f"mask must be an image file's path, not {spec.mask!r}")
-    # ControlNet and adapters are recorded from a user's own calls (a watched pipeline) and made by the engine once
-    # it can: never silently run as something else.
+    # Adapters are recorded from a user's own calls (a watched pipeline) and made by the engine once it can: never
+    # silently run as something else.
     if spec.kind not in MADE_KINDS or spec.adapters:
         what = spec.kind if spec.kind not in MADE_KINDS else "adapters"
         raise SpecError(f"GhostViewer cannot make this call itself yet ({what}): "
                         "record it from your own code with ghostviewer.watch(pipe)")
+    _validate_controlnet(spec)
+    if spec.kind == "controlnet":
+        return
     if spec.kind == "text2img":
         if spec.mask is not None:
             raise SpecError("--mask needs --init-image: a mask says which part of the init image to repaint")
@@ -217,8 +228,46 @@ def validate(spec: RunSpec) -> None:
                             else f"{flag} {path}: not a file")
 
 
+def _validate_controlnet(spec: RunSpec) -> None:
+    """A ControlNet run: its control image (a file), its ControlNet (a folder, or the pipeline's own), its scale."""
+    for name in ("control_image", "controlnet"):
+        value = getattr(spec, name)
+        if value is not None and not isinstance(value, str):
+            raise SpecError(f"{name} must be a path, not {value!r}")
+    scale = spec.controlnet_scale
+    if scale is not None and (not isinstance(scale, (int, float)) or isinstance(scale, bool)
+                              or not math.isfinite(scale) or scale < 0):
+        raise SpecError(f"--controlnet-scale must be a number of at least 0, not {scale!r}")
+    if spec.kind != "controlnet":
+        used = [flag for flag, value in (("--control-image", spec.control_image), ("--controlnet", spec.controlnet),
+                                         ("--controlnet-scale", scale)) if value is not None]
+        if used and spec.init_image is not None:
+            raise SpecError(f"{used[0]} with --init-image (ControlNet img2img or inpaint) is not made yet: "
+                            "record it from your own code with ghostviewer.watch(pipe)")
+        if used:
+            raise SpecError(f"{used[0]} needs --control-image: the image the ControlNet follows")
+        return
+    if spec.control_image is None:  # a watched call's record: its images are in the record, not in a file
+        raise SpecError("a controlnet run needs --control-image FILE")
+    if spec.init_image is not None or spec.mask is not None:
+        raise SpecError("--control-image with --init-image or --mask (ControlNet img2img or inpaint) is not made "
+                        "yet: record it from your own code with ghostviewer.watch(pipe)")
+    if spec.strength is not None:
+        raise SpecError(f"--strength {spec.strength} needs --init-image: a ControlNet text-to-image run has none")
+    if not os.path.isfile(spec.control_image):
+        raise SpecError(f"--control-image {spec.control_image}: no such file" if not os.path.exists(spec.control_image)
+                        else f"--control-image {spec.control_image}: not a file")
+    if spec.controlnet is not None and not os.path.isdir(spec.controlnet):
+        raise SpecError(f"--controlnet {spec.controlnet}: no such folder (a saved ControlNetModel's folder, or a "
+                        "pipeline folder with a controlnet/ component)" if not os.path.exists(spec.controlnet)
+                        else f"--controlnet {spec.controlnet}: not a folder (a saved ControlNetModel's folder)")
+
+
 def with_call_defaults(spec: RunSpec) -> RunSpec:
-    """The spec with the strength diffusers would use for its kind filled in (img2img 0.8, inpaint 1.0)."""
+    """The spec with what diffusers would use for its kind filled in: the strength (img2img 0.8, inpaint 1.0), the
+    ControlNet's conditioning scale (1.0)."""
     if spec.strength is None and spec.kind in DEFAULT_STRENGTH:
         return replace(spec, strength=DEFAULT_STRENGTH[spec.kind])
+    if spec.controlnet_scale is None and spec.kind == "controlnet":
+        return replace(spec, controlnet_scale=DEFAULT_CONTROLNET_SCALE)
     return spec

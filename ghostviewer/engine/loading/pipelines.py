@@ -85,6 +85,8 @@ class LoadedPipeline:
     # prompt -> (tokens, embeddings) recorded by earlier runs (runner._record_prompt); loaded from disk, its text
     # encoder does not change between runs (faults are applied after), so sweeps and replays encode a prompt once
     prompt_cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # ControlNets loaded for this pipeline's runs (loading/controlnets.py): folder -> (its files' stamp, model, hash)
+    controlnets: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def load_pipeline(

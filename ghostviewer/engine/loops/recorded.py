@@ -60,6 +60,9 @@ def open_recorded(run_dir: str | Path) -> tuple[RunRecord, RunSpec]:
     if record.call:
         _check_reissuable(Path(run_dir).name, record, settings)
     else:
+        from ghostviewer.engine.run.call_inputs import recorded_inputs
+
+        settings = recorded_inputs(record, settings)  # input images from the record when their files are not those
         _check_rerunnable(Path(run_dir).name, record.settings, settings)
     return record, settings
 

@@ -1,7 +1,7 @@
-"""The inputs of GhostViewer's own img2img and inpaint calls: the init image and mask read from their files and
-checked before anything runs (one line each), the keywords of the call for its kind, the PNG copies kept with the
-run, and the pipeline class for the kind, made the diffusers way (`AutoPipelineFor….from_pipe`: the same
-components, no weights reloaded)."""
+"""The inputs of GhostViewer's own img2img, inpaint and ControlNet calls: the init image, mask and control image read
+from their files and checked before anything runs (one line each), the keywords of the call for its kind, the PNG
+copies kept with the run (a re-run reads those: `recorded_inputs`), and the pipeline class for the kind, made the
+diffusers way (`AutoPipelineFor….from_pipe`: the same components, no weights reloaded; a ControlNet joins them)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import torch
 from PIL import Image
 
 from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.loading.controlnets import COMPONENT, load_controlnet, own_controlnet
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.spec import RunSpec
 from ghostviewer.spec.checks import SettingsError, check_size
 
-INPUT_IMAGES = {"init_image": "input_init_image", "mask": "input_mask"}  # spec field -> the record's image name
+# spec field -> the record's image name (images/<name>.png)
+INPUT_IMAGES = {"init_image": "input_init_image", "mask": "input_mask", "control_image": "input_control_image"}
 
 
 @dataclass(frozen=True)
@@ -29,14 +31,27 @@ class CallInputs:
     mask: Image.Image | None = None
     init_path: str | None = None
     mask_path: str | None = None
+    control_image: Image.Image | None = None
+    control_path: str | None = None
 
     def __bool__(self) -> bool:
-        return self.init_image is not None
+        return self.init_image is not None or self.control_image is not None
 
     def size(self, width: int | None, height: int | None) -> tuple[int, int]:
         """The run's (width, height): the init image's; a size asked for that differs from it is refused (diffusers'
-        img2img has no width/height and would quietly make the image's size)."""
-        assert self.init_image is not None
+        img2img has no width/height and would quietly make the image's size). A ControlNet run's: the control
+        image's unless asked otherwise (diffusers then resizes the control image to the run's size)."""
+        if self.init_image is None:
+            assert self.control_image is not None
+            w, h = self.control_image.size
+            if width is None or height is None:
+                try:
+                    check_size("the control image's width", w)
+                    check_size("the control image's height", h)
+                except SettingsError as exc:
+                    raise GhostError(f"{exc} ({self.control_path} is {w}×{h}): resize it, or give --width and "
+                                     "--height (the control image is then resized to them)") from None
+            return width or w, height or h
         w, h = self.init_image.size
         if (width is not None and width != w) or (height is not None and height != h):
             raise GhostError(f"the init image {self.init_path} is {w}×{h} but the run asks for "
@@ -50,6 +65,8 @@ class CallInputs:
 
     def paths(self) -> dict[str, str | None]:
         """The files as absolute paths, so the record (and a replay from elsewhere) names them unambiguously."""
+        if self.control_image is not None:
+            return {"control_image": self.control_path}
         return {"init_image": self.init_path, "mask": self.mask_path}
 
     def call_kwargs(self, settings: RunSpec) -> dict[str, Any]:
@@ -58,11 +75,15 @@ class CallInputs:
         size = {"width": settings.width, "height": settings.height}
         if settings.kind == "inpaint":
             return {"image": self.init_image, "mask_image": self.mask, "strength": settings.strength, **size}
+        if settings.kind == "controlnet":  # diffusers' ControlNet text-to-image call takes its control image as image
+            return {"image": self.control_image, "controlnet_conditioning_scale": float(settings.controlnet_scale or 0),
+                    **size}
         return size
 
     def save(self, writer: Any) -> None:
         """The input images as the call got them, PNG beside the run's own (images/input_init_image.png, …)."""
-        for name, image in (("init_image", self.init_image), ("mask", self.mask)):
+        for name, image in (("init_image", self.init_image), ("mask", self.mask),
+                            ("control_image", self.control_image)):
             if image is not None:
                 writer.save_image(INPUT_IMAGES[name], np.asarray(image))
 
@@ -84,6 +105,9 @@ def read_inputs(settings: RunSpec) -> CallInputs | None:
     Also refuses a CUDA generator where there is no CUDA device."""
     if settings.generator_device == "cuda" and not torch.cuda.is_available():
         raise GhostError("--generator-device cuda needs a CUDA device, and torch sees none on this machine")
+    if settings.control_image is not None:
+        control = _read(settings.control_image, "--control-image", "RGB")
+        return CallInputs(control_image=control, control_path=str(Path(settings.control_image).resolve()))
     if settings.init_image is None:
         return None
     init = _read(settings.init_image, "--init-image", "RGB")
@@ -95,18 +119,64 @@ def read_inputs(settings: RunSpec) -> CallInputs | None:
                       str(Path(settings.mask).resolve()) if settings.mask is not None else None)
 
 
-def pipeline_for(loaded: LoadedPipeline, kind: str) -> LoadedPipeline:
-    """`loaded` with its pipeline in diffusers' class for the kind, sharing every component (text2img: itself)."""
+def pipeline_for(loaded: LoadedPipeline, settings: RunSpec) -> LoadedPipeline:
+    """`loaded` with its pipeline in diffusers' class for the run's kind, sharing every component (text2img: itself;
+    controlnet: with the run's ControlNet, the pipeline's own unless `settings.controlnet` names a folder)."""
+    kind = settings.kind
     if kind == "text2img":
         return loaded
+    if kind == "controlnet":
+        return _with_controlnet(loaded, settings.controlnet)
     from diffusers import AutoPipelineForImage2Image, AutoPipelineForInpainting
 
     auto = AutoPipelineForImage2Image if kind == "img2img" else AutoPipelineForInpainting
+    return replace(loaded, pipe=_from_pipe(auto, loaded.pipe, kind))
+
+
+def _from_pipe(auto: Any, pipe: Any, kind: str, **components: Any) -> Any:
     try:
-        pipe = auto.from_pipe(loaded.pipe)
-    except (ValueError, KeyError, TypeError) as exc:
+        made = auto.from_pipe(pipe, **components)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         reason = " ".join(str(exc).split())
-        raise GhostError(f"this pipeline ({type(loaded.pipe).__name__}) has no {kind} form in diffusers: "
-                         f"{reason}") from None
-    pipe.set_progress_bar_config(disable=True)
-    return replace(loaded, pipe=pipe)
+        raise GhostError(f"this pipeline ({type(pipe).__name__}) has no {kind} form in diffusers: {reason}") from None
+    made.set_progress_bar_config(disable=True)
+    return made
+
+
+def _with_controlnet(loaded: LoadedPipeline, folder: str | None) -> LoadedPipeline:
+    if folder is None:
+        if own_controlnet(loaded.pipe) is None:
+            raise GhostError(f"--control-image needs a ControlNet: this pipeline ({type(loaded.pipe).__name__}) has "
+                             "none; give --controlnet DIR (a saved ControlNetModel's folder, or a pipeline folder "
+                             "with a controlnet/ component)")
+        return loaded
+    model, digest = load_controlnet(loaded, folder)
+    from diffusers import AutoPipelineForText2Image
+
+    made = _from_pipe(AutoPipelineForText2Image, loaded.pipe, "ControlNet", controlnet=model)
+    # the ControlNet's weights beside the pipeline's (an object's weights unknown: none of them claimed)
+    hashes = {**loaded.weight_hashes, COMPONENT: digest} if loaded.weight_hashes else loaded.weight_hashes
+    return replace(loaded, pipe=made, weight_hashes=hashes)
+
+
+def recorded_inputs(record: Any, settings: RunSpec) -> RunSpec:
+    """A recorded run's settings with its input images read from the record's own copies (images/input_*.png) where
+    the files it names are gone or now hold other pixels: a re-run makes the call the record saw, from the record
+    alone. The copies hold exactly what the call got (the file as read, converted to RGB or L)."""
+    changes: dict[str, str] = {}
+    for name, image_name in INPUT_IMAGES.items():
+        path = getattr(settings, name)
+        copy = record.image_path(image_name) if path is not None else None
+        if copy is None or not Path(copy).is_file():
+            continue
+        mode = "L" if name == "mask" else "RGB"
+        if not _same_pixels(path, copy, mode):
+            changes[name] = str(copy)
+    return replace(settings, **changes) if changes else settings
+
+
+def _same_pixels(path: str, copy: str | Path, mode: str) -> bool:
+    try:
+        return np.array_equal(np.asarray(_read(path, "", mode)), np.asarray(_read(str(copy), "", mode)))
+    except GhostError:
+        return False

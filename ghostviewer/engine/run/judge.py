@@ -29,6 +29,7 @@ from ghostviewer.engine.loading.memory_identity import folder_of
 from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR, LoadedPipeline
 from ghostviewer.engine.run.baseline_lookup import choose_baseline, vocab_digest, vocabulary_hash
 from ghostviewer.engine.run.clip_score import clip_score, find_local_clip
+from ghostviewer.engine.run.control_effect import ControlEffect
 from ghostviewer.engine.tracing.channel_means import ChannelMeans
 from ghostviewer.spec import RunSpec
 
@@ -96,6 +97,7 @@ class RunJudge:
         self.baseline: Baseline | None = (self.choice.baseline if self.choice is not None else
                                           baseline if isinstance(baseline, Baseline) else None)
         self.channels = ChannelMeans(modules, muted)
+        self.control = ControlEffect.of(loaded.pipe)  # a pipeline with a ControlNet: did its control do anything?
         self.clip: str | None = None
         if not speaks:
             self.clip = find_local_clip()
@@ -108,7 +110,7 @@ class RunJudge:
     @property
     def hooks(self) -> list[Any]:
         """Interventions to apply with the run's others (the per-channel means of encode/decode outputs)."""
-        return [self.channels]
+        return [self.channels, *([self.control] if self.control is not None else [])]
 
     @property
     def described(self) -> dict[str, Any] | None:
@@ -132,10 +134,15 @@ class RunJudge:
                              judged_by=self.described)
 
     def save(self, writer: Any) -> None:
-        """The per-channel means into the record: a baseline built later can use this run."""
+        """The per-channel means into the record (a baseline built later can use this run), and the finding that a
+        ControlNet's control had no effect (control_effect.py)."""
         arrays = self.channels.arrays()
         if arrays:
             writer.save_tensors(CHANNEL_MEANS_TENSORS, arrays)
+        finding = self.control.finding() if self.control is not None else None
+        if finding is not None:
+            kind, message, level, data = finding
+            writer.event(kind, message, level=level, **data)
 
     def verdict(self, image: np.ndarray, prompt: str, writer: Any = None) -> dict[str, Any]:
         """The image verdict in context; a late note (a local CLIP model that fails) goes to `writer`."""

@@ -48,9 +48,9 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
     (when guidance is None): the settings as they will run."""
     if settings.guidance is None:
         settings = replace(settings, guidance=adapter_for(loaded.pipe).guidance)
-    settings = with_call_defaults(settings)  # img2img/inpaint: diffusers' strength for the kind, recorded
+    settings = with_call_defaults(settings)  # diffusers' strength (img2img/inpaint) or ControlNet scale, recorded
     validate(settings)
-    inputs = read_inputs(settings)  # the init image and mask, read and checked before anything runs
+    inputs = read_inputs(settings)  # the init image and mask or the control image, read and checked before anything
     refuse_unapplied(loaded, settings.dtype, None)  # an object in memory runs as it is: never record another dtype
     seed, note = resolve_seed(settings.seed)
     scheduler = set_scheduler(loaded.pipe, settings.scheduler)
@@ -64,9 +64,15 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
         height=height or size,
         device=loaded.device,
         **(inputs.paths() if inputs else {}),
+        **({"controlnet": str(Path(settings.controlnet).resolve())} if settings.controlnet else {}),
     )
     validate_for_pipeline(loaded.pipe, loaded.device, resolved)  # capture patterns, the device's memory
-    return resolved, [note] if note else []
+    notes = [note] if note else []
+    if inputs and inputs.control_image is not None and inputs.control_image.size != (resolved.width, resolved.height):
+        w, h = inputs.control_image.size
+        notes.append(f"the control image ({w}×{h}) is resized to the run's {resolved.width}×{resolved.height}, "
+                     "as diffusers does")
+    return resolved, notes
 
 
 def build_interventions(loaded: LoadedPipeline, settings: RunSpec) -> list[Any]:
@@ -134,9 +140,10 @@ def execute_run(
         interventions = build_interventions(loaded, settings)
         options = RecordOptions(tensors_every=max(1, int(tensors_every)), baseline=baseline, flight=flight,
                                 fingerprints=fingerprints, cancel=cancel, on_progress=on_progress)
-        # img2img/inpaint: the same components in diffusers' pipeline class for the kind (from_pipe: no reload),
-        # recorded as that pipeline, so its own probes (prepare_latents) and step count are what is traced
-        made = pipeline_for(loaded, settings.kind)
+        # img2img/inpaint/controlnet: the same components in diffusers' pipeline class for the kind (from_pipe: no
+        # reload; a ControlNet joins them), recorded as that pipeline, so its own probes (prepare_latents), step count
+        # and ControlNet blocks are what is traced
+        made = pipeline_for(loaded, settings)
         return record_call(made, settings, build_call(made, settings), Path(runs_dir), interventions, notes,
                            options)
     finally:
@@ -144,8 +151,9 @@ def execute_run(
 
 
 def build_call(loaded: LoadedPipeline, settings: RunSpec) -> PipelineCall:
-    """GhostViewer's own call, from the spec as it will run: its kind's inputs (the init image and mask, read again
-    from their files and recorded as PNG beside the run), `batch` images per prompt, on the spec's generator device.
+    """GhostViewer's own call, from the spec as it will run: its kind's inputs (the init image and mask, or the
+    control image, read again from their files and recorded as PNG beside the run), `batch` images per prompt, on the
+    spec's generator device.
     `loaded` holds the pipeline for the kind (pipeline_for)."""
     pipe = loaded.pipe
     family = adapter_for(pipe)

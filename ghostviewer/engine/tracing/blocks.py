@@ -32,7 +32,7 @@ PHASE_OF_COMPONENT = {
     "prior": "denoise",
     "vae": "decode",
 }
-DENOISERS = ("unet", "transformer", "prior")
+DENOISERS = ("unet", "transformer", "prior", "controlnet")  # a ControlNet runs in each step, before the denoiser
 MAX_BLOCK_DEPTH = 5
 # Direct children that only wrap a model (CLIPTextModelWithProjection.text_model): their children count as direct.
 _WRAPPERS = ("text_model",)
