@@ -196,17 +196,21 @@ def _make_folder(runs_dir: Path, noun: str, record_id: str | None, prefix: str) 
 
 
 def _reserve(path: Path, size: int) -> None:
-    """A file of `size` bytes really taken on the disk (fallocate, or zeros where the file system has none)."""
+    """A file of `size` bytes really taken on the disk. Written, not fallocated (fallocate cost 4 ms on ext4 here, a
+    write of the page cache 30 µs), and of random bytes, which no compressing file system can make smaller."""
+    global _RESERVE_BYTES
+    if len(_RESERVE_BYTES) != size:
+        _RESERVE_BYTES = os.urandom(size)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
-        try:
-            os.posix_fallocate(fd, 0, size)
-        except (AttributeError, OSError) as exc:
-            if isinstance(exc, OSError) and is_disk_full(exc):
-                raise
-            os.write(fd, bytes(size))
+        view = memoryview(_RESERVE_BYTES)
+        while view:
+            view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+_RESERVE_BYTES = b""
 
 
 def _take_away(path: Path, db_name: str, conn: sqlite3.Connection | None, lock: WriterLock | None) -> None:
