@@ -14,7 +14,8 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import Qt
 
-from ghostviewer.gui.data.batch_images import read_batch, sample_words
+from ghostviewer.gui.data.batch_images import Sample, read_batch, sample_words
+from ghostviewer.gui.widgets.batch_strip import badge_text
 from ghostviewer.record import RunRecord
 from tests.gui.batch_runs import BAD_SAMPLE, shared_runs
 from tests.gui.live_window import needs_demo
@@ -57,12 +58,12 @@ def test_a_batch_shows_each_image_with_its_own_verdict(window, qtbot, runs: dict
     assert all(b.isVisible() for b in badges)
     bad = run["sample_anomalies"][BAD_SAMPLE]
     assert bad is not None and run["verdicts"][BAD_SAMPLE]["label"] == "nan"
-    words = badges[BAD_SAMPLE].text().replace("\u200b", "")
+    words = badges[BAD_SAMPLE].text().replace("\u200b", "").replace("\n", " ")
     assert words == f"image 2 of 3: NaN at step {bad['step']} in {bad['module']}"
     assert badges[BAD_SAMPLE].kind == "bad"
     for index, badge in enumerate(badges):
-        assert badge.text().startswith(f"image {index + 1} of 3: {run['verdicts'][index]['label']}"
-                                       if index != BAD_SAMPLE else "image 2 of 3: NaN")
+        assert badge.text().startswith(f"image {index + 1} of 3:\n{run['verdicts'][index]['label']}"
+                                       if index != BAD_SAMPLE else "image 2 of 3:\nNaN")
         if run["verdicts"][index]["label"] == "ok":
             assert badge.kind == "ok"
     for tile, path in zip(strip.tiles, run["images"], strict=True):  # each thumbnail is its own image, as drawn
@@ -110,7 +111,7 @@ def test_the_header_names_the_image_of_the_first_anomaly(window, qtbot, runs: di
 
 def test_an_own_inpaint_batch_and_a_single_image_run(window, qtbot, runs: dict[str, Any]) -> None:  # noqa: ANN001
     strip = _open(window, qtbot, runs["inpaint"]["run_dir"])
-    assert strip.isVisible() and [t.badge.text() for t in strip.tiles] == ["image 1 of 2: ok", "image 2 of 2: ok"]
+    assert strip.isVisible() and [t.badge.text() for t in strip.tiles] == ["image 1 of 2:\nok", "image 2 of 2:\nok"]
     window.batch.select(1)
     strip = _open(window, qtbot, runs["text2img"]["run_dir"])
     assert not strip.isVisible() and window.batch.count == 0 and window.batch.selected == 0  # a new run: image 1
@@ -118,15 +119,19 @@ def test_an_own_inpaint_batch_and_a_single_image_run(window, qtbot, runs: dict[s
     assert "image" not in window.step_images.panes["latents"].full_title.removeprefix("latents")
 
 
-def test_sample_words() -> None:
+def test_sample_words_and_their_badge_lines() -> None:
     nan = {"phase": "denoise", "step": 7, "module": "unet.up_blocks.1", "kind": "nan"}
     assert sample_words(2, 4, "nan", nan) == "image 3 of 4: NaN at step 7 in unet.up_blocks.1"
     assert sample_words(0, 4, "ok", None) == "image 1 of 4: ok"
     decode = {"phase": "decode", "step": None, "module": "vae.decoder", "kind": "inf"}
     assert sample_words(1, 2, "ok", decode) == "image 2 of 2: ok · Inf in vae.decoder (decode)"
+    deep = {**nan, "module": "unet.down_blocks.1.attentions.0"}
+    sample = Sample(2, 4, None, {"label": "nan"}, deep)
+    assert badge_text(sample) == ("image 3 of 4:\nNaN at step 7 in "
+                                  + "unet.down_blocks.1.attentions.0".replace(".", ".\u200b"))
 
 
-def test_a_running_batch_has_its_tiles_before_its_images(runs: dict[str, Any]) -> None:
+def test_the_batch_read_from_the_record_is_the_runs_own(runs: dict[str, Any]) -> None:
     batch = read_batch(RunRecord(runs["watched"]["run_dir"]))
     assert batch.count == 3 and [s.label for s in batch.samples] == [v["label"] for v in runs["watched"]["verdicts"]]
     assert all(Path(p).is_file() for p in runs["watched"]["images"])

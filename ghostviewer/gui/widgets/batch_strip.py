@@ -18,10 +18,14 @@ THUMB_PX = 50
 TILE_MIN_PX, TILE_MAX_PX = 156, 320
 SELECTED = "#4fc3f7"
 ZWSP = "\u200b"  # lets a long module path wrap at its dots
+LONG_WORD = 18  # characters: a module path longer than this may wrap at its dots on a narrow tile
 
 
 def badge_text(sample: Sample) -> str:
-    return sample.words.replace(".", "." + ZWSP)
+    """'image 3 of 4:' on its line, what became of it below (wrapped at spaces; a long module path at its dots)."""
+    head, _, rest = sample.words.partition(": ")
+    words = [w.replace(".", "." + ZWSP) if len(w) > LONG_WORD else w for w in rest.split(" ")]
+    return f"{head}:\n{' '.join(words)}" if rest else head
 
 
 class SampleTile(QFrame):
