@@ -129,11 +129,11 @@ def test_watch_folder_shows_new_calls_as_they_are_written(window, qtbot, demo_lo
     try:
         demo_loaded.pipe(PROMPT, num_inference_steps=2, generator=torch.Generator().manual_seed(0),
                          output_type="np", latents=NAN)  # it calls its pipeline: a NaN call
-        qtbot.waitUntil(lambda: any(isinstance(r, StudyEntry) and r.children for r in state.history.rows),
-                        timeout=5_000)
+        live = f"watching {PROGRAM}: 1/1 failed (100%), 1 kept"  # the study's index, row and result written
+        qtbot.waitUntil(lambda: tree.topLevelItem(0).text(4) == live, timeout=5_000)  # as the call ends
         QApplication.processEvents()
         study = tree.topLevelItem(0)
-        assert study.text(4) == f"watching {PROGRAM}: 1/1 failed (100%), 1 kept" and study.isExpanded()
+        assert study.isExpanded() and study.childCount() == 1
     finally:
         watcher.detach()
         RunRecord.__init__ = original  # type: ignore[method-assign]
@@ -180,3 +180,17 @@ def test_the_watch_is_remembered_and_resumes(qtbot, tmp_path: Path) -> None:  # 
     FolderWatch(again, AppSettings(tmp_path / "settings.ini")).restore()
     assert again.watched == folder and again.runs_dir == folder
     again.shutdown()
+
+
+def test_a_watch_whose_program_died_reads_interrupted(tmp_path: Path) -> None:
+    from ghostviewer.gui.models.history_model import scan
+    from ghostviewer.record import StudyWriter
+
+    writer = StudyWriter.create(tmp_path, "watch", {"program": "app.py --port 8000"})
+    rows, cache, _ = scan(tmp_path, {})
+    assert rows[0].state(None) == "watching" and rows[0].source == "app.py"
+    assert scan(tmp_path, cache)[0][0] is rows[0]  # unchanged: from the cache
+    writer._lock.release()  # the program killed: its lock gone with it, its database untouched
+    (again,), _, _ = scan(tmp_path, cache)
+    assert again.state(None) == "interrupted"
+    writer.close()
