@@ -2,12 +2,14 @@
 write-ahead logs back in, so each record is one file again (friendly to bundles, copies and read-only media).
 
 A record is repaired only while doctor holds its writer lock (record/lock.py): a run still being written is
-left alone and counted as running. Nothing is deleted; what was committed before the death stays readable.
+left alone and counted as running. Nothing of the record is deleted (a dead writer's space reserve is); what was
+committed before the death stays readable.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sqlite3
 import sys
@@ -18,6 +20,7 @@ from typing import Any
 from ghostviewer.record import RecordError
 from ghostviewer.record.lock import LOCK_NAME, WriterLock, writer_alive
 from ghostviewer.record.schema import DB_NAME, SCHEMA_VERSION
+from ghostviewer.record.sqlite_store import RESERVE_NAME
 from ghostviewer.record.study_schema import RUNS_FOLDER, STUDY_DB_NAME, STUDY_SCHEMA_VERSION
 
 INTERRUPTED_MESSAGE = "the process writing this record stopped before it finished (found by ghostviewer doctor)"
@@ -93,6 +96,8 @@ def _repair(folder: Path, db_name: str) -> str:
             conn.execute("PRAGMA journal_mode=DELETE")
         finally:
             conn.close()
+        with contextlib.suppress(OSError):  # a dead writer's space reserve (not the record's data)
+            (folder / RESERVE_NAME).unlink(missing_ok=True)
     except sqlite3.OperationalError as exc:
         return "unwritable" if "readonly" in str(exc).replace(" ", "").lower() else "unreadable"
     except (sqlite3.Error, ValueError, OSError):

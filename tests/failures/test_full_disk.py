@@ -13,6 +13,8 @@ import ctypes.util
 import io
 import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -189,3 +191,20 @@ def test_sqlite_full_at_the_real_writes_fails_the_run_with_its_reason(demo_loade
     assert failed and failed[-1]["error"].startswith("the disk is full")  # what the window shows, as is
     (record,) = _assert_clean(runs_dir)
     assert record.status == "failed"
+
+
+DIES = """
+import os, sys
+from ghostviewer.record import RunWriter
+RunWriter.create(sys.argv[1], {"prompt": "p"}, {}, run_id="dead")
+os._exit(0)  # no finish, no finaliser: what a SIGKILL leaves
+"""
+
+
+def test_doctor_gives_back_a_dead_writers_space_reserve(runs_dir: Path) -> None:
+    subprocess.run([sys.executable, "-c", DIES, str(runs_dir)], check=True, timeout=60)
+    dead = runs_dir / "dead"
+    assert (dead / sqlite_store.RESERVE_NAME).is_file() and RunRecord(dead).status == "interrupted"
+    code, _ = _cli("doctor", str(runs_dir))
+    assert code == 0 and not (dead / sqlite_store.RESERVE_NAME).exists()
+    assert RunRecord(dead).status == "interrupted"
