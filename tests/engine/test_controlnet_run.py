@@ -84,7 +84,10 @@ def test_the_replay_reads_the_control_image_from_the_record(demo_loaded, tmp_pat
                                                            files: dict[str, Path]) -> None:
     moved = {**files, "control": tmp_path / "control.png"}
     control_image().save(moved["control"])
-    original = _run(demo_loaded.pipe, runs_dir, moved, controlnet=files["controlnet"], controlnet_scale=0.7)
+    # A bypass and a capture may name the ControlNet's modules: they are checked against the pipeline it joins.
+    original = _run(demo_loaded.pipe, runs_dir, moved, controlnet=files["controlnet"], controlnet_scale=0.7,
+                    bypass=["controlnet.mid_block"], capture=["controlnet.controlnet_mid_block"])
+    assert RunRecord(original["run_dir"]).settings["bypass"] == ["controlnet.mid_block"]
     moved["control"].unlink()  # the record alone now holds the control image
     report = api.replay(original["run_dir"], times=1, pipeline=demo_loaded.pipe, runs_dir=runs_dir)
     assert report["reproduced"] is True and report["first_divergence"] is None

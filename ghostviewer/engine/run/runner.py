@@ -66,7 +66,9 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
         **(inputs.paths() if inputs else {}),
         **({"controlnet": str(Path(settings.controlnet).resolve())} if settings.controlnet else {}),
     )
-    validate_for_pipeline(loaded.pipe, loaded.device, resolved)  # capture patterns, the device's memory
+    # capture patterns (a ControlNet's modules among them), the device's memory
+    checked = pipeline_for(loaded, resolved) if resolved.kind == "controlnet" else loaded
+    validate_for_pipeline(checked.pipe, loaded.device, resolved)
     notes = [note] if note else []
     if inputs and inputs.control_image is not None and inputs.control_image.size != (resolved.width, resolved.height):
         w, h = inputs.control_image.size
@@ -137,13 +139,13 @@ def execute_run(
     original_scheduler = loaded.pipe.scheduler  # a run's --scheduler must not leak into the next run
     try:
         settings, notes = prepare_settings(loaded, settings)
-        interventions = build_interventions(loaded, settings)
-        options = RecordOptions(tensors_every=max(1, int(tensors_every)), baseline=baseline, flight=flight,
-                                fingerprints=fingerprints, cancel=cancel, on_progress=on_progress)
         # img2img/inpaint/controlnet: the same components in diffusers' pipeline class for the kind (from_pipe: no
         # reload; a ControlNet joins them), recorded as that pipeline, so its own probes (prepare_latents), step count
-        # and ControlNet blocks are what is traced
+        # and ControlNet blocks are what is traced — and what a bypass or fault may name
         made = pipeline_for(loaded, settings)
+        interventions = build_interventions(made, settings)
+        options = RecordOptions(tensors_every=max(1, int(tensors_every)), baseline=baseline, flight=flight,
+                                fingerprints=fingerprints, cancel=cancel, on_progress=on_progress)
         return record_call(made, settings, build_call(made, settings), Path(runs_dir), interventions, notes,
                            options)
     finally:
