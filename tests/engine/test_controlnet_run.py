@@ -100,6 +100,8 @@ def test_the_pipelines_own_controlnet_or_a_pipeline_folders(files: dict[str, Pat
     common = ["run", "--prompt", PROMPT, "--steps", str(STEPS), "--seed", "2", "--runs-dir", str(runs_dir),
               "--control-image", str(files["control"]), "--json"]
     assert main([*common, "--pipeline", str(files["pipeline"])]) == 0
+    assert main([*common[:-3], "--pipeline", str(files["pipeline"])]) == 2  # no control image: refused, not failed
+    assert "makes ControlNet calls: give --control-image IMG" in capsys.readouterr().err
     assert main([*common, "--controlnet", str(files["pipeline"]), "--controlnet-scale", "1"]) == 0
     records = [RunRecord(run) for run in runs_dir.iterdir()]
     assert len(records) == 2 and {r.settings["kind"] for r in records} == {"controlnet"}

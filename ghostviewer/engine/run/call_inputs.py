@@ -124,6 +124,9 @@ def pipeline_for(loaded: LoadedPipeline, settings: RunSpec) -> LoadedPipeline:
     controlnet: with the run's ControlNet, the pipeline's own unless `settings.controlnet` names a folder)."""
     kind = settings.kind
     if kind == "text2img":
+        if own_controlnet(loaded.pipe) is not None:  # diffusers would fail mid-call: "image must be passed"
+            raise GhostError(f"this pipeline ({type(loaded.pipe).__name__}) makes ControlNet calls: give "
+                             "--control-image IMG, the image its ControlNet follows")
         return loaded
     if kind == "controlnet":
         return _with_controlnet(loaded, settings.controlnet)
