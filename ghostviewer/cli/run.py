@@ -69,8 +69,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"baseline: {judged_by['file']} ({judged_by['match']}): {'; '.join(judged_by['differences'])}")
         if result.get("reference"):
             print(f"reference: {result['reference']['summary']}")
+        for finding in _findings(result):
+            print(f"finding: {finding}")
     departed = bool((result.get("reference") or {}).get("first_departure"))
     return EXIT_PROBLEM if is_problem(result) or departed else EXIT_OK
+
+
+FINDING_KINDS = ("control",)  # the run log's findings worth a line of their own (the control had no effect)
+
+
+def _findings(result: dict[str, Any]) -> list[str]:
+    if not result.get("run_dir"):
+        return []
+    from ghostviewer.record import RecordError, RunRecord
+
+    try:
+        record = RunRecord(result["run_dir"])
+        return [e.message for kind in FINDING_KINDS for e in record.events(kind=kind)]
+    except RecordError:
+        return []
 
 
 def cmd_blocks(args: argparse.Namespace) -> int:

@@ -144,3 +144,7 @@ def test_the_command_line_says_it_in_one_line_and_exits_2(runs_dir: Path, files:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--control-image needs a ControlNet" in err[0], err
     assert not list(runs_dir.iterdir())
+    # A run whose control did nothing says so, though its image is healthy (exit 0).
+    assert main([*argv, "--controlnet", str(files["controlnet"]), "--controlnet-scale", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: ok" in out and "finding: the control image had no effect" in out
