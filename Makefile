@@ -19,12 +19,12 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(BIN)/ghostviewer
 
-# In parallel (pytest-xdist; TEST_WORKERS=0 runs it serially). Timing-sensitive tests share one worker
-# (the "timing" xdist_group, tests/conftest.py); each worker's torch keeps to one thread.
+# In parallel (pytest-xdist; TEST_WORKERS=0 runs it serially). Timing-sensitive tests and those driving the real
+# engine through the window share one worker, one at a time (the "timing" xdist_group, tests/conftest.py); each
+# worker's torch keeps to one thread.
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not live_engine"
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -p no:xdist tests/gui/live
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 demo: $(STAMP)
 	$(BIN)/ghostviewer demo

@@ -103,6 +103,10 @@ TIMING_SENSITIVE = (
     "tests/engine/test_loading.py",
     "tests/engine/test_sweep.py::test_ray_sweep_gives_the_same_verdicts_as_the_local_one",
 )
+# The window driving the real engine process: reliable alone, but two of them at once on two cores race (a finished
+# run's timeline still loading when the next test scrubs it), so they join the timing group: one at a time.
+LIVE_ENGINE = "tests/gui/live/"
+TIMING_GROUP = "timing"
 
 
 def _uses_a_module_fixture(item: pytest.Item) -> bool:
@@ -112,19 +116,15 @@ def _uses_a_module_fixture(item: pytest.Item) -> bool:
                                     for defs in info.name2fixturedefs.values())
 
 
-# The window driving the real engine process (tests/gui/live/): reliable alone, but two of them at once on two cores
-# race (a finished run's timeline still loading when the next test scrubs it). `make test` runs that folder after the
-# parallel pass, one test at a time; the parallel pass leaves it out (-m "not live_engine").
-LIVE_ENGINE = "tests/gui/live/"
-
-
+@pytest.hookimpl(tryfirst=True)  # before xdist names the groups in the node ids (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         file = item.nodeid.partition("::")[0]  # relative to the rootdir (pyproject's folder) from any cwd
-        if file.startswith(LIVE_ENGINE):
+        live = file.startswith(LIVE_ENGINE)
+        if live:
             item.add_marker(pytest.mark.live_engine)
-        if file in TIMING_SENSITIVE or f"{file}::{item.originalname}" in TIMING_SENSITIVE:
-            item.add_marker(pytest.mark.xdist_group("timing"))
+        if live or file in TIMING_SENSITIVE or f"{file}::{item.originalname}" in TIMING_SENSITIVE:
+            item.add_marker(pytest.mark.xdist_group(TIMING_GROUP))
         elif _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(file))
 
