@@ -11,6 +11,7 @@ sync per step). Made for every run of a pipeline with a ControlNet, GhostViewer'
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -38,6 +39,7 @@ class ControlEffect:
     name = "control-effect"
 
     def __init__(self) -> None:
+        self.thread: int | None = None  # set: only this thread's ControlNet calls count (a shared watched pipeline)
         self._handle: Any = None
         self._peak: torch.Tensor | None = None
         self.calls = 0
@@ -58,6 +60,8 @@ class ControlEffect:
             self._handle = None
 
     def _hook(self, _module: Any, _args: tuple, kwargs: dict[str, Any], output: Any) -> None:
+        if self.thread is not None and threading.get_ident() != self.thread:
+            return
         tensors = [t.detach() for t in _tensors(output)]
         if not tensors:
             return
