@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from ghostviewer.analysis.anomaly import AnomalyDetector
+from ghostviewer.analysis.baseline_match import BaselineChoice
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.interventions.attention_capture import (
@@ -48,6 +50,8 @@ ProgressFn = Callable[[dict[str, Any]], None]
 Event = tuple[str, str, str, dict[str, Any]]  # (kind, message, level, data)
 # Worst first: a batch's verdict is the worst of its images'.
 SEVERITY = ("nan", "blank", "noise", "saturated", "color_cast", "off_prompt", "ok")
+SAMPLE_NONFINITE = "sample_nonfinite"  # a batch's per-sample NaN/Inf counts (tensors entry; see _sample_table)
+_NO_BASELINE_ASKED = "no baseline: this run is not checked for drift (asked for)"  # RunJudge's note for None
 
 
 class RunCancelled(Exception):
@@ -99,6 +103,31 @@ class PipelineCall:
     output: Any = None  # the pipeline's own output, set as soon as the call returns (before it is judged)
     no_image_verdict: Callable[[Any], dict[str, Any]] = lambda _output: {
         "label": "ok", "scores": {}, "note": "the call returned no image to judge"}
+    tree_signature: int | None = None  # the pipeline's module tree (tracer._tree_signature), when just taken
+
+
+@dataclass(frozen=True)
+class BaselineLookup:
+    """A baseline lookup made already (choose_baseline's answer, kept by a watcher between calls of one
+    pipeline with the same settings): the run is judged and its event log reads as if looked up now."""
+
+    choice: BaselineChoice | None
+    note: str
+
+
+@dataclass(frozen=True)
+class ProbeHandlers:
+    """What one call hands the pipeline-level probes (interventions/probes.py) shared by a watched pipeline's calls
+    in flight: each call gets its own thread's tensors."""
+
+    thread: int
+    on_initial: Callable[[torch.Tensor], None]
+    on_x0: Callable[[torch.Tensor], None]
+    on_step: Callable[[Any, torch.Tensor], None] | None
+    record_tensor: Callable[..., None]
+
+
+JoinProbes = Callable[[ProbeHandlers], AbstractContextManager[Any]]
 
 
 @dataclass
@@ -113,20 +142,39 @@ class RecordOptions:
     # latents, scheduler steps, x0), channel means nor attention maps: those are another call's, in flight on another
     # thread of a watched pipeline (patches on one object must come off in the order they went on).
     probe: bool = True
+    # Set (a watched pipeline): the pipeline-level probes are shared by every call in flight on it and joined
+    # through this, so a call overlapping another still records its initial latents, steps and x0; the judge's
+    # hooks (channel means, a ControlNet's effect) are its own thread's. Attention maps stay the `probe` call's.
+    join_probes: JoinProbes | None = None
     # With flight=False: called with the run dict once the call is judged; True drops the record unwritten (a watched
     # call the keep policy does not keep). Statistics are then judged as each step ends rather than when written.
     discard: Callable[[dict[str, Any]], bool] | None = None
 
 
-def _host(tensor: torch.Tensor) -> np.ndarray:
-    """A host copy of the first batch item (a copy: the pipeline may reuse the tensor's memory)."""
-    return tensor.detach()[0].to("cpu", torch.float32, copy=True).numpy()
+def _host(tensor: torch.Tensor, every: bool = False) -> np.ndarray:
+    """A host copy of the first batch item, or of the whole batch (`every`); a copy: the pipeline may reuse the
+    tensor's memory. A float32 CPU tensor is copied by numpy (a third of torch's cost)."""
+    x = tensor.detach() if every else tensor.detach()[0]
+    if x.dtype is torch.float32 and x.is_cpu and not x.is_neg() and type(x) is torch.Tensor:
+        with contextlib.suppress(TypeError, RuntimeError):
+            return x.numpy().copy()
+    return x.to("cpu", torch.float32, copy=True).numpy()
 
 
 def _pipeline_folder(loaded: LoadedPipeline) -> Path | None:
     if loaded.source_kind == "demo":
         return DEMO_PIPELINE_DIR
     return Path(loaded.source) if loaded.source_kind == "folder" else None
+
+
+def _judge(loaded: LoadedPipeline, settings: RunSpec, runs_dir: Path, tracer: Tracer, baseline: Any) -> RunJudge:
+    if not isinstance(baseline, BaselineLookup):
+        return RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline)
+    # A BaselineChoice notes its own describe(), the lookup's note when one was found; none found: the lookup's.
+    judge = RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline.choice)
+    if baseline.choice is None:
+        judge.notes = [(level, baseline.note if note == _NO_BASELINE_ASKED else note) for level, note in judge.notes]
+    return judge
 
 
 def worst_verdict(verdicts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -151,7 +199,7 @@ def record_call(
     options = options or RecordOptions()
     pipe = loaded.pipe
     tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture),  # type: ignore[arg-type]
-                                      fingerprints=options.fingerprints))
+                                      fingerprints=options.fingerprints), call.tree_signature)
     tracer.thread = call.thread
     tracer.samples = call.samples
     # A bypassed block's insides still compute, but while the bypass is active their outputs are not the
@@ -169,7 +217,10 @@ def record_call(
         hold=not options.flight,
     )
     emit = options.on_progress or (lambda _event: None)
-    judge = RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, options.baseline)
+    judge = _judge(loaded, settings, runs_dir, tracer, options.baseline)
+    for hook in judge.hooks:  # channel means, a ControlNet's effect: this call's own thread's outputs
+        if hasattr(hook, "thread"):
+            hook.thread = call.thread
     detector = judge.detector()
     started = time.perf_counter()
 
@@ -332,8 +383,14 @@ def _record(
         keep = index % tensors_every == 0 or final
         host: dict[str, np.ndarray] = {}
         if keep and isinstance(kwargs.get("latents"), torch.Tensor):
-            latents = _host(unpacked(kwargs["latents"]))
-            host.update(latents=latents, x0=_host(unpacked(state["x0"])) if state["x0"] is not None else latents)
+            step_latents = unpacked(kwargs["latents"])
+            x0 = unpacked(state["x0"]) if state["x0"] is not None else None
+            latents = _host(step_latents)
+            host.update(latents=latents, x0=_host(x0) if x0 is not None else latents)
+            if call.samples and step_latents.shape[0] == call.samples:  # a batch: every sample's too (N, C, H, W)
+                host["sample_latents"] = _host(step_latents, every=True)
+                host["sample_x0"] = _host(x0, every=True) if x0 is not None and x0.shape[0] == call.samples \
+                    else host["sample_latents"]
         extra = {f"fm/{name}": fmap for name, fmap in maps.items()}
         for capture in attention:
             extra.update(capture.harvest())
@@ -343,6 +400,9 @@ def _record(
             if host:
                 # Previews go into the step's safetensors as uint8 RGB: a PNG per step costs more than the step.
                 out.update(preview=preview(host["x0"]), latents_preview=preview(host["latents"]))
+            if "sample_x0" in host:  # a batch: each sample's previews too, (N, H, W, 3)
+                out.update(sample_preview=np.stack([preview(x) for x in host["sample_x0"]]),
+                           sample_latents_preview=np.stack([preview(x) for x in host["sample_latents"]]))
             return {**out, **extra}
 
         now, before, after = time.perf_counter(), state["mem"], read_memory(loaded.device)
@@ -392,13 +452,19 @@ def _record(
     observe: dict[str, Any] = (
         {"callback_on_step_end": on_step_end, "callback_on_step_end_tensor_inputs": ["latents"]} if callback else {}
     )
-    probes = PipelineProbes(on_x0=on_x0, on_initial=on_initial, on_step=None if callback else on_scheduler_step,
-                            thread=call.thread)
-    # The tracer's hooks go on last, so it records what each module hands on: after faults, the user's own
-    # hooks and bypasses (bypass.py) have had their say.
-    hooked = [*interventions, *attention, probes, *judge.hooks] if options.probe else list(interventions)
+    on_step = None if callback else on_scheduler_step
+    shared: AbstractContextManager[Any] = contextlib.nullcontext()
+    if options.join_probes is not None:  # a watched pipeline's probes, shared with any call overlapping this one
+        shared = options.join_probes(ProbeHandlers(call.thread if call.thread is not None else threading.get_ident(),
+                                                   on_initial, on_x0, on_step, tracer.record))
+        hooked = [*interventions, *(attention if options.probe else []), *judge.hooks]
+    else:
+        probes = PipelineProbes(on_x0=on_x0, on_initial=on_initial, on_step=on_step, thread=call.thread)
+        # The tracer's hooks go on last, so it records what each module hands on: after faults, the user's own
+        # hooks and bypasses (bypass.py) have had their say.
+        hooked = [*interventions, *attention, probes, *judge.hooks] if options.probe else list(interventions)
     mode = torch.inference_mode() if call.inference else contextlib.nullcontext()
-    with mode, applied(hooked, ctx), tracer.hooks():
+    with mode, shared, applied(hooked, ctx), tracer.hooks():
         for note in ctx.notes:
             writer.event("fault", note, level="warning")
         tracer.step = 0
@@ -414,9 +480,13 @@ def _record(
     samples = tracer.sample_report(len(images))
     first = detector.first
     if first is not None and len(images) > 1:
-        sample = _sample_of(first, tracer, verdicts)
-        if sample is not None:
-            first["sample"] = sample
+        bad = _samples_of(first, tracer, verdicts)
+        if bad:
+            first["samples"] = bad  # every sample bad there; `sample` when only one is
+            if len(bad) == 1:
+                first["sample"] = bad[0]
+    if tracer.sample_rows:
+        writer.save_tensors(SAMPLE_NONFINITE, _sample_table(tracer.sample_rows))
     for index, anomaly in enumerate(samples):
         if anomaly is not None:
             writer.event("sample", f"image {index + 1} of {len(images)}: {anomaly['kind']} first at "
@@ -450,17 +520,28 @@ def _record(
     return summary
 
 
-def _sample_of(first: dict[str, Any], tracer: Tracer, verdicts: list[dict[str, Any]]) -> int | None:
-    """The batch index of the first anomaly when it lies in one sample only: from the per-sample NaN/Inf counts of
-    its output (CPU), else — statistics finished on an accelerator — from the images, when one only is NaN."""
+def _samples_of(first: dict[str, Any], tracer: Tracer, verdicts: list[dict[str, Any]]) -> list[int]:
+    """The batch indices the first anomaly lies in: from the per-sample NaN/Inf counts of its output (CPU), else —
+    statistics finished on an accelerator — from the images, when one only is NaN. [] when unknown."""
     if first.get("kind") not in ("nan", "inf"):
-        return None
+        return []
+    where = (first.get("module"), first.get("phase"), first.get("step"))
+    for _seq, module, phase, step, _call, nans, infs in tracer.sample_rows:  # execution order, as the detector's
+        if (module, phase, step) == where:
+            return [i for i, (a, b) in enumerate(zip(nans, infs, strict=True)) if a or b]
     counts = tracer.first_nonfinite
     if counts is not None and counts[0] == (first["module"], first["step"]):
-        bad = [i for i, n in enumerate(counts[1]) if n]
-        return bad[0] if len(bad) == 1 else None
+        return [i for i, n in enumerate(counts[1]) if n]
     nan = [i for i, v in enumerate(verdicts) if v.get("label") == "nan"]
-    return nan[0] if len(nan) == 1 and counts is None else None
+    return nan if len(nan) == 1 and counts is None else []
+
+
+def _sample_table(rows: Sequence[tuple[int, str, str, int | None, int, list[int], list[int]]]) -> dict[str, np.ndarray]:
+    """The per-sample NaN/Inf counts as a record's tensors: `seq` (K,) — the statistics row each line belongs to,
+    which names its module, phase, step and call —, `nan` and `inf` (K, N), one column per sample."""
+    return {"seq": np.asarray([r[0] for r in rows], dtype=np.int64),
+            "nan": np.asarray([r[5] for r in rows], dtype=np.int64),
+            "inf": np.asarray([r[6] for r in rows], dtype=np.int64)}
 
 
 def _summary(

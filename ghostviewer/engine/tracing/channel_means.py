@@ -9,6 +9,7 @@ negative prompt's comes second), of the first batch item: (C, H, W) outputs give
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ class ChannelMeans:
         self.targets = [(path, module) for path, module in modules if phase_of(path) in PHASES]
         self.muted = list(muted)  # bypass specs: outputs inside a bypassed block are not the run's
         self.values: dict[tuple[str, str], np.ndarray] = {}
+        self.thread: int | None = None  # set: only that thread's outputs (a watched pipeline shared by threads)
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
 
     def _hook(self, path: str):
@@ -58,6 +60,8 @@ class ChannelMeans:
         def hook(_module: nn.Module, _args: tuple, output: object) -> None:
             if key in self.values or any(path.startswith(spec.module + ".") and spec.active_at(None)
                                          for spec in self.muted):
+                return
+            if self.thread is not None and threading.get_ident() != self.thread:
                 return
             tensor = main_tensor(output)
             means = channel_mean(tensor) if isinstance(tensor, torch.Tensor) else None

@@ -97,10 +97,12 @@ _MODULES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, list[tuple[str, nn
 )
 
 
-def traced_modules(pipe: object, depth: Depth = "block") -> list[tuple[str, nn.Module]]:
+def traced_modules(pipe: object, depth: Depth = "block", signature: int | None = None
+                   ) -> list[tuple[str, nn.Module]]:
     """`iter_modules(pipe, depth)`, cached per pipeline: walking and classifying the tree costs ~3 ms a run,
-    checking that it is still made of the same module objects ~0.3 ms (a LoRA or a swapped component is seen)."""
-    signature = _tree_signature(pipe)
+    checking that it is still made of the same module objects ~0.3 ms (a LoRA or a swapped component is seen).
+    `signature`: the tree's `_tree_signature`, when the caller has just taken it."""
+    signature = _tree_signature(pipe) if signature is None else signature
     try:
         cached = _MODULES.setdefault(pipe, {})
     except TypeError:  # not weak-referenceable or not hashable: no cache
@@ -140,11 +142,14 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
+SAMPLE_ROWS = 20_000  # per-sample NaN/Inf rows kept for one call (a batch gone NaN early fills one per output)
+
+
 class Tracer:
-    def __init__(self, pipe: object, config: TraceConfig | None = None) -> None:
+    def __init__(self, pipe: object, config: TraceConfig | None = None, signature: int | None = None) -> None:
         self.config = config or TraceConfig()
         self._fingerprints = self.config.fingerprints
-        self.modules: list[tuple[str, nn.Module]] = traced_modules(pipe, self.config.depth)
+        self.modules: list[tuple[str, nn.Module]] = traced_modules(pipe, self.config.depth, signature)
         self.step: int | None = None
         self._pending: list[_Pending] = []
         self._maps: dict[str, np.ndarray] = {}
@@ -168,6 +173,9 @@ class Tracer:
         self.samples: int | None = None
         self.sample_firsts: dict[int, dict[str, Any]] = {}
         self.first_nonfinite: tuple[tuple[str, int | None], list[int]] | None = None  # ((module, step), counts)
+        # Every output with NaN/Inf in it, per sample: (seq, module, phase, step, call, nan per sample, inf per
+        # sample); `seq` is the output's statistics row's. At most SAMPLE_ROWS.
+        self.sample_rows: list[tuple[int, str, str, int | None, int, list[int], list[int]]] = []
 
     @property
     def attached(self) -> bool:
@@ -204,7 +212,7 @@ class Tracer:
         self._pending.append(entry)
         self._seq += 1
         if self.samples is not None and _not_finite(entry[7]):
-            self._count_samples(path, phase, step, tensor)
+            self._count_samples(path, phase, step, call, tensor)
         if captured:
             grid = token_grid(tensor.shape[1], self.latent_hw) if tensor.ndim == 3 and phase == "denoise" else None
             fmap = downsample_feature_map(tensor, self.config.capture_size, self.config.capture_channels, grid)
@@ -215,10 +223,11 @@ class Tracer:
             self.deadline = None
             self.on_deadline()
 
-    def _count_samples(self, path: str, phase: str, step: int | None, tensor: torch.Tensor) -> None:
+    def _count_samples(self, path: str, phase: str, step: int | None, call: int, tensor: torch.Tensor) -> None:
         """NaN/Inf counts of one output per sample. With classifier-free guidance the batch holds each sample twice
         ([unconditional…, conditional…]): batch index j is sample j mod N. A batch that is not a multiple of N (the
-        text encoder's, one per prompt) names no sample."""
+        text encoder's, one per prompt) names no sample. Only outputs with a NaN or an Inf in them come here: a
+        healthy batch pays nothing."""
         n = int(self.samples or 0)
         batch = int(tensor.shape[0]) if tensor.ndim else 0
         counts: list[int] | None = None
@@ -228,14 +237,15 @@ class Tracer:
             nans = torch.isnan(flat).sum(1).reshape(batch // n, n).sum(0).tolist()
             infs = torch.isinf(flat).sum(1).reshape(batch // n, n).sum(0).tolist()
             counts = [a + b for a, b in zip(nans, infs, strict=True)]
+            self.sample_rows.append((self._seq - 1, path, phase, step, call, nans, infs))
+            if len(self.sample_rows) >= SAMPLE_ROWS:
+                self.samples = None  # the table is full: the rest of the call pays nothing more
         if self.first_nonfinite is None:
             self.first_nonfinite = ((path, step), counts or [])
         for sample, count in enumerate(counts or []):
             if count and sample not in self.sample_firsts:
                 self.sample_firsts[sample] = {"phase": phase, "step": step, "module": path,
                                               "kind": "nan" if nans[sample] else "inf"}
-        if counts is not None and len(self.sample_firsts) == n:
-            self.samples = None  # every sample named: the rest of the call pays nothing more
 
     def sample_report(self, images: int) -> list[dict[str, Any] | None]:
         """Where each sample first showed NaN/Inf (None: never), for a call of `images` images."""

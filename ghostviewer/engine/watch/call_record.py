@@ -115,8 +115,10 @@ def _numpy_dtype(tensor: torch.Tensor) -> bool:
     return True
 
 
-def describe_call(pipe: Any, arguments: dict[str, Any], thread: threading.Thread | None = None) -> CallRecord:
-    """The call as made: `arguments`, the keywords the caller passed (positional ones named by the signature)."""
+def describe_call(pipe: Any, arguments: dict[str, Any], thread: threading.Thread | None = None,
+                  signature: int | None = None) -> CallRecord:
+    """The call as made: `arguments`, the keywords the caller passed (positional ones named by the signature).
+    `signature`: the pipeline's module tree (tracer._tree_signature), when the caller has just taken it."""
     thread = thread or threading.current_thread()
     record = CallRecord(json={
         "pipeline_class": f"{type(pipe).__module__}.{type(pipe).__qualname__}",
@@ -127,12 +129,12 @@ def describe_call(pipe: Any, arguments: dict[str, Any], thread: threading.Thread
     })
     encoder = _Encoder(record)
     record.json["kwargs"] = {name: encoder.encode(value, name) for name, value in arguments.items()}
-    record.json.update(pipeline_state(pipe))
+    record.json.update(pipeline_state(pipe, signature))
     record.json["thread"] = {"name": thread.name, "ident": thread.ident, "main": thread is threading.main_thread()}
     return record
 
 
-def pipeline_state(pipe: Any) -> dict[str, Any]:
+def pipeline_state(pipe: Any, signature: int | None = None) -> dict[str, Any]:
     """What the pipeline was set up with around the call: scheduler, adapters, processors, hooks, compilation."""
     scheduler = getattr(pipe, "scheduler", None)
     components = pipeline_components(pipe)
@@ -140,7 +142,7 @@ def pipeline_state(pipe: Any) -> dict[str, Any]:
         "scheduler": None if scheduler is None else {
             "class": type(scheduler).__name__, "config": _plain(dict(getattr(scheduler, "config", {}) or {}))},
         "adapters": _adapters(pipe, components),
-        "attention_processors": _processors(pipe, components),
+        "attention_processors": _processors(pipe, components, signature),
         "hooks": _accelerate_hooks(pipe, components),
         "compiled": sorted(name for name, module in components.items() if _compiled(module)),
     }
@@ -187,10 +189,11 @@ def _adapters(pipe: Any, components: dict[str, Any]) -> dict[str, Any]:
 _ATTENTION: weakref.WeakKeyDictionary[Any, tuple[int, list[tuple[str, str, Any]]]] = weakref.WeakKeyDictionary()
 
 
-def _attention_modules(pipe: Any, components: dict[str, Any]) -> list[tuple[str, str, Any]]:
+def _attention_modules(pipe: Any, components: dict[str, Any], signature: int | None = None
+                       ) -> list[tuple[str, str, Any]]:
     """(component, path, module) of every module holding an attention processor, cached per pipeline while its
     module tree is the same objects (`attn_processors` walks the whole tree: ~3 ms a call on the demo)."""
-    signature = _tree_signature(pipe)
+    signature = _tree_signature(pipe) if signature is None else signature
     try:
         cached = _ATTENTION.get(pipe)
     except TypeError:
@@ -204,10 +207,11 @@ def _attention_modules(pipe: Any, components: dict[str, Any]) -> list[tuple[str,
     return found
 
 
-def _processors(pipe: Any, components: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+def _processors(pipe: Any, components: dict[str, Any], signature: int | None = None
+                ) -> dict[str, dict[str, list[str]]]:
     """{component: {processor class: [module paths]}}: which attention processor runs where."""
     out: dict[str, dict[str, list[str]]] = {}
-    for name, path, module in _attention_modules(pipe, components):
+    for name, path, module in _attention_modules(pipe, components, signature):
         out.setdefault(name, {}).setdefault(type(module.processor).__name__, []).append(path)
     return out
 

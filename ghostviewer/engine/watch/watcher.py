@@ -7,8 +7,9 @@ never breaks the caller's call: it is logged and the call made as if unwatched; 
 the caller as it was raised.
 
 Threads: a call made while another is in flight on another thread is recorded too, and the overlap is written into
-both records as a finding. Each call's module hooks record its own thread's work only; the pipeline-level probes
-(initial latents, scheduler steps, x0) are the first call's alone, so an overlapping call's record lacks those rows.
+both records as a finding. Each call's module hooks and channel means record its own thread's work only; the
+pipeline-level probes (initial latents, scheduler steps, x0) are shared by the calls in flight (shared_probes.py), each
+handed its own thread's tensors, so an overlapping call's record is as complete as a lone call's.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from ghostviewer.engine.loops.recorded import wrap_pipeline
 from ghostviewer.engine.run.applied_settings import component_configs
 from ghostviewer.engine.run.recorder import PipelineCall, RecordOptions, RunFailed, record_call
 from ghostviewer.engine.run.runner import _record_prompt
+from ghostviewer.engine.tracing.tracer import _tree_signature
+from ghostviewer.engine.watch.baseline_cache import BaselineCache
 from ghostviewer.engine.watch.call_io import (
     bind_arguments,
     chain_callbacks,
@@ -47,12 +50,14 @@ from ghostviewer.engine.watch.call_io import (
 )
 from ghostviewer.engine.watch.call_record import CALL_TENSORS, describe_call
 from ghostviewer.engine.watch.keep import KeepPolicy, anomalous
+from ghostviewer.engine.watch.shared_probes import SharedProbes
 from ghostviewer.engine.watch.study_thread import StudyThread
 from ghostviewer.paths import default_runs_dir
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
 
 log = logging.getLogger(__name__)
 RUNS_IN_MEMORY = 1000  # `runs` holds the last this many calls' dicts; summary() counts every call
+PROGRESS_EVERY_S = 1.0  # the study's progress and result are written at most this often (and at the end)
 _local = threading.local()  # a watched call on this thread (a pipeline calling another inside is not a new call)
 
 
@@ -80,8 +85,10 @@ class Watcher:
         self._classes: dict[type, type] = {}
         self._loaded: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._prompts: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()  # per pipeline
+        self._probes: weakref.WeakKeyDictionary[Any, SharedProbes] = weakref.WeakKeyDictionary()
+        self._baselines = BaselineCache()
         self._in_flight: dict[int, _InFlight] = {}
-        self._owner: int | None = None  # the call whose probes are on the pipeline
+        self._owner: int | None = None  # the call whose attention capture may patch the pipeline (one at a time)
         self._counts = {"calls": 0, "kept": 0, "failed": 0}
         # The study's database is written from one thread of its own (SQLite connections stay on their thread).
         self._study_thread = StudyThread()
@@ -142,6 +149,7 @@ class Watcher:
                 pipe.__class__ = original
         self._pipes.clear()
         result = {"summary": self._summary_line(), **self._counts_now()}
+        self._study_thread.flush_later()  # the last progress, then the end
         self._study_thread.submit(lambda: self._study.finish("done", result=result))
         self._study_thread.stop()
 
@@ -163,8 +171,8 @@ class Watcher:
         with self._lock:
             return {**self._counts_now(), "study_dir": str(self.study_dir)}
 
-    def _summary_line(self) -> str:
-        c = self._counts_now()
+    def _summary_line(self, counts: dict[str, Any] | None = None) -> str:
+        c = counts or self._counts_now()
         return f"{c['calls']} calls watched, {c['failed']} failed ({c['failure_rate']:.0%}), {c['kept']} kept"
 
     # -- one call ---------------------------------------------------------------------------------------------
@@ -211,7 +219,15 @@ class Watcher:
             arguments = bind_arguments(original, pipe, args, kwargs)
             call, settings, loaded = self._prepare(pipe, original, arguments, invoke, flight, owner)
             index, policy = flight.index, self.policy
-            options = RecordOptions(baseline=self.baseline, flight=policy.writes_as_it_goes, probe=owner,
+            baseline = self.baseline
+            if isinstance(baseline, str) and baseline == "auto":
+                baseline = self._baselines.lookup(loaded, settings, self._study.runs_dir, call.tree_signature or 0)
+            with self._lock:
+                shared = self._probes.get(pipe)
+                if shared is None:
+                    shared = self._probes[pipe] = SharedProbes(pipe)
+            options = RecordOptions(baseline=baseline, flight=policy.writes_as_it_goes, probe=owner,
+                                    join_probes=shared.joined,
                                     discard=(lambda summary: not policy.wants(index, summary))
                                     if policy.drops_unwritten else None)
         except Exception as exc:  # noqa: BLE001 - GhostViewer's own failure: the caller's call goes on unwatched
@@ -246,7 +262,8 @@ class Watcher:
 
     def _prepare(self, pipe: Any, original: Any, arguments: dict[str, Any], invoke: Any, flight: _InFlight,
                  owner: bool) -> tuple[PipelineCall, Any, Any]:
-        record = describe_call(pipe, arguments, flight.thread)  # generator states as the call finds them
+        signature = _tree_signature(pipe)  # once a call: the tracer, the call record and the baseline cache share it
+        record = describe_call(pipe, arguments, flight.thread, signature)  # generator states as the call finds them
         loaded = self._loaded.get(pipe)
         if loaded is None:  # once per pipeline (its weight hashes take a while): a LoRA loaded later is not seen
             loaded = wrap_pipeline(pipe)
@@ -295,9 +312,10 @@ class Watcher:
             save_inputs=save_inputs,
             late_events=lambda: list(flight.overlaps),
             environment={"watched": {"program": self._study_params_program(), "call": flight.index,
-                                     "thread": flight.thread.name, "probed": owner},
+                                     "thread": flight.thread.name, "probed": True},
                          "component_configs": component_configs(pipe)},  # as GhostViewer's own runs record them
             no_image_verdict=_latent_verdict,
+            tree_signature=signature,
         )
         return call, settings, loaded
 
@@ -328,18 +346,26 @@ class Watcher:
         row = {k: summary.get(k) for k in ("status", "verdict", "first_anomaly")}
         evicted_dirs = [str(p) for p in evicted if p != run_dir]
 
+        line = self._summary_line(counts)
+
         def write() -> None:
             try:
                 self._study.add_run(stored, {"call": index}, role=role, summary=row, note=note)
                 for path in evicted_dirs:
                     self._study.event("evicted", f"record deleted to honour ring/max_bytes: {path}", run_dir=path)
-                self._study.set_progress(counts["calls"])
-                self._study.set_result({"summary": self._summary_line(), **counts})
             except (RecordError, OSError, ValueError) as exc:
                 log.warning("ghostviewer: the watch study could not take call %d: %s", index, exc)
 
+        def progress() -> None:  # the newest counts only: calls in quick succession share one write
+            try:
+                self._study.set_progress(counts["calls"])
+                self._study.set_result({"summary": line, **counts})
+            except (RecordError, OSError, ValueError) as exc:
+                log.warning("ghostviewer: the watch study could not take its progress: %s", exc)
+
         with contextlib.suppress(RuntimeError):  # a call finishing after detach: counted, not written
             self._study_thread.submit(write)
+            self._study_thread.later(progress, PROGRESS_EVERY_S)
 
 
 class _WeakLoaded:
