@@ -199,19 +199,19 @@ def test_keep_anomalies_keeps_a_summary_row_of_healthy_calls(demo_loaded, runs_d
 
 
 def test_every_nth_call_and_the_ring(demo_loaded, runs_dir: Path) -> None:
-    pipe = demo_loaded.pipe
+    pipe = demo_loaded.pipe  # 4-step calls: judged ok (normalised time against the 20-step baseline), none kept as bad
     with ghostviewer.watch(pipe, runs_dir=runs_dir, keep=2) as every_other:
         for seed in range(4):
-            _call(pipe, steps=20, seed=seed, output_type="np")
+            _call(pipe, seed=seed, output_type="np")
     assert [r["kept"] for r in every_other.runs] == [True, False, True, False]
     with ghostviewer.watch(pipe, runs_dir=runs_dir, keep="anomalies", ring=1) as ring:
         for seed in range(3):
-            _call(pipe, steps=20, seed=seed, output_type="np")
+            _call(pipe, seed=seed, output_type="np")
     study = StudyRecord(ring.summary()["study_dir"])
     assert len(list(study.runs_dir.iterdir())) == 1 and ring.summary()["calls"] == 3
     with ghostviewer.watch(pipe, runs_dir=runs_dir, max_bytes=1) as capped:
         for seed in range(2):
-            _call(pipe, steps=20, seed=seed, output_type="np")
+            _call(pipe, seed=seed, output_type="np")
     assert len(list(StudyRecord(capped.summary()["study_dir"]).runs_dir.iterdir())) == 1  # the newest stays
 
 
@@ -265,10 +265,10 @@ def test_a_process_watch_catches_pipelines_made_later(demo_loaded, runs_dir: Pat
 
 @pytest.mark.slow
 def test_import_ghostviewer_does_not_import_torch() -> None:
-    code = "import sys, ghostviewer; assert callable(ghostviewer.watch.__call__); print('torch' in sys.modules)"
-    light = "import sys, ghostviewer; print('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True).stdout.strip() == "False"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "True"
+    # `ghostviewer.watch` itself resolving to the engine's is what every watch test here uses
+    light = "import sys, ghostviewer; print('torch' in sys.modules, 'watch' in dir(ghostviewer))"
+    assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True).stdout.split() == [
+        "False", "True"]
 
 
 def test_an_unmodified_program_runs_watched_with_its_own_exit_code(tmp_path: Path, runs_dir: Path) -> None:
