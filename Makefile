@@ -11,7 +11,9 @@ $(STAMP): pyproject.toml setup.py ghostviewer/engine/tracing/_fast_stats.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The exact CPU wheel is named only here; pyproject keeps a range so users can bring their own build.
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" -e ".[test,ray]"
+	# --no-compile: Python compiles the modules it imports on first use; compiling all of torch up front is
+	# half the setup's CPU time (measured: 115 → 50 CPU-s for the whole venv).
+	$(BIN)/python -m pip install -q --no-compile "$(TORCH_SPEC)" -e ".[test,ray]"
 	touch $(STAMP)
 
 setup: $(STAMP)
