@@ -3,9 +3,10 @@
 
 Three pipeline objects share the demo's components (`from_pipe`): one plain, one watched with keep="all", one with
 keep="anomalies"; each round calls the three in turn with the same arguments (a user's call: a PIL image out).
-Prints median times (wall, and the process's CPU time: steadier on a shared machine) and ratios to the plain call
-(goals: keep="all" ≤ 1.10×, keep="anomalies" ≤ 1.05×), and the bytes a healthy call leaves on disk under
-keep="anomalies" (goal: a summary row, under 4 KiB).
+Prints median times (wall; the process's CPU time, steadier on a shared machine; the calling thread's CPU time,
+steadier still where other programs load the machine, though it leaves out the watch study's own writer thread) and
+ratios to the plain call (goals: keep="all" ≤ 1.10×, keep="anomalies" ≤ 1.05×), and the bytes a healthy call leaves
+on disk under keep="anomalies" (goal: a summary row, under 4 KiB).
 
 Usage: python benchmarks/watch_overhead.py [--rounds 7] [--steps 20]
 """
@@ -51,11 +52,12 @@ def main() -> None:
     for pipe in pipes.values():
         pipe.set_progress_bar_config(disable=True)
 
-    def call(pipe: StableDiffusionPipeline) -> tuple[float, float]:
-        """(wall seconds, CPU seconds of the whole process: what the call cost whatever else the machine runs)."""
-        started, cpu = time.perf_counter(), time.process_time()
+    def call(pipe: StableDiffusionPipeline) -> tuple[float, float, float]:
+        """(wall seconds, CPU seconds of the whole process — what the call cost whatever else the machine runs —,
+        CPU seconds of the calling thread)."""
+        started, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
         pipe(PROMPT, num_inference_steps=args.steps, generator=torch.Generator().manual_seed(0))
-        return time.perf_counter() - started, time.process_time() - cpu
+        return time.perf_counter() - started, time.process_time() - cpu, time.thread_time() - own
 
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp)
@@ -69,24 +71,26 @@ def main() -> None:
             call(pipe)
         times: dict[str, list[float]] = {name: [] for name in pipes}
         cpu: dict[str, list[float]] = {name: [] for name in pipes}
+        thread: dict[str, list[float]] = {name: [] for name in pipes}
         for _ in range(args.rounds):
             for name, pipe in pipes.items():
-                wall, used = call(pipe)
+                wall, used, own = call(pipe)
                 times[name].append(wall)
                 cpu[name].append(used)
+                thread[name].append(own)
         summaries = {name: w.summary() for name, w in watchers.items()}
         for watcher in watchers.values():
             watcher.detach()
         print(f"demo pipeline, {args.steps} steps, {args.rounds} interleaved rounds, torch threads "
               f"{torch.get_num_threads()}, block depth")
         goals = {"unwatched": "", "keep=all": "goal ≤ 1.10x", "keep=anomalies": "goal ≤ 1.05x"}
-        for label, series in (("wall", times), ("CPU", cpu)):
+        for label, series in (("wall", times), ("CPU", cpu), ("thread", thread)):
             base, best = statistics.median(series["unwatched"]), min(series["unwatched"])
             for name, values in series.items():
                 median = statistics.median(values)
                 ratios = [v / u for v, u in zip(values, series["unwatched"], strict=True)]
                 # best: fastest against fastest, the rounds least disturbed by whatever else the machine runs
-                print(f"  {label:<4} {name:<15} median {median * 1000:7.1f} ms   ratio {median / base:5.2f}x (per "
+                print(f"  {label:<6} {name:<15} median {median * 1000:7.1f} ms   ratio {median / base:5.2f}x (per "
                       f"round {statistics.median(ratios):4.2f}x, {min(ratios):4.2f}-{max(ratios):4.2f}; best "
                       f"{min(values) / best:4.2f}x)   {goals[name]}")
         anomalies = summaries["keep=anomalies"]
