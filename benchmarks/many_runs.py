@@ -8,9 +8,14 @@
   benchmarks/gui_stall.py does; goal ≤ 30 ms);
 - filter: seconds to apply a history filter that matches 1 run in 10 (goal ≤ 0.1 s);
 - scroll: the longest stall while the history is scrolled from top to bottom, a page at a time;
-- memory: the window process's resident memory after opening.
+- memory: the window process's resident memory after opening;
+- record opens: how many run/study records were opened on the GUI thread and off it while the window opened and
+  filled the history (the runs index, record/runs_index.py, should leave both near 0 once it is up to date);
+- up_and_filled_s: seconds from creating the window to the history holding every row (goal ≤ 1 s).
 
-    python benchmarks/many_runs.py [--runs 10000] [--folder /tmp/gv-10k] [--rebuild]
+    python benchmarks/many_runs.py [--runs 10000] [--folder /tmp/gv-10k] [--rebuild] [--no-index]
+
+--no-index removes the folder's runs index first: the first open then reads every record (and writes the index).
 
 Offscreen unless DISPLAY is set. The window is created without an engine (nothing runs).
 """
@@ -27,6 +32,26 @@ from pathlib import Path
 import numpy as np
 
 OPEN_GOAL_S, FILTER_GOAL_S, STALL_GOAL_MS = 1.0, 0.1, 30.0
+
+
+def count_record_opens() -> dict[str, int]:
+    """Counts of RunRecord/StudyRecord opens on the GUI (main) thread and on others, from now on."""
+    import threading
+
+    from ghostviewer.record.reader import RunRecord
+    from ghostviewer.record.study_reader import StudyRecord
+
+    counts = {"gui_thread": 0, "other_threads": 0}
+    for cls in (RunRecord, StudyRecord):
+        original = cls.__init__
+
+        def counted(self, path, _original=original) -> None:  # noqa: ANN001 - the records' own signature
+            main = threading.current_thread() is threading.main_thread()
+            counts["gui_thread" if main else "other_threads"] += 1
+            _original(self, path)
+
+        cls.__init__ = counted
+    return counts
 
 
 def build(folder: Path, runs: int) -> float:
@@ -116,6 +141,8 @@ def measure(folder: Path, settings_dir: Path) -> dict:
     app = application()
     meter = StallMeter()
     painted: list[float] = []
+    opens = count_record_opens()
+    created = time.perf_counter()
     window = create_window(AppSettings(settings_dir / "settings.ini"), dialogs=False)
     window.resize(1366, 768)
     panel = window.history_panel
@@ -134,6 +161,8 @@ def measure(folder: Path, settings_dir: Path) -> dict:
     viewport.installEventFilter(watch)
     window.show()
     next(d for d in window.docks if d.windowTitle() == "Runs history").raise_()
+    QApplication.processEvents()
+    shown = time.perf_counter() - created
     spin(0.5)  # the window's own first show (benchmarks/gui_stall.py measures the launch)
     from PySide6.QtCore import QTimer
 
@@ -146,6 +175,7 @@ def measure(folder: Path, settings_dir: Path) -> dict:
     meter.start()
     spin(300, lambda: not getattr(history, "loading", False))
     all_s = time.perf_counter() - start
+    record_opens = dict(opens)
     spin(1.0)
     after_stall = meter.stop()
     rows = panel.row_count()
@@ -153,7 +183,7 @@ def measure(folder: Path, settings_dir: Path) -> dict:
     panel.filter.setText("nan")
     QApplication.processEvents()
     filter_s = time.perf_counter() - t
-    shown = panel.shown_count()
+    filter_rows = panel.shown_count()
     panel.filter.setText("")
     QApplication.processEvents()
     bar = panel.tree.verticalScrollBar()
@@ -165,7 +195,9 @@ def measure(folder: Path, settings_dir: Path) -> dict:
     figures = {"runs": len(history.entries), "rows": rows, "open_s": round(painted[0], 2) if painted else None,
                "first_paint_rows": first_rows, "all_rows_s": round(all_s, 2),
                "open_stall_ms": open_stall, "loading_stall_ms": after_stall, "filter_s": round(filter_s, 3),
-               "filter_rows": shown, "scroll_stall_ms": scroll_stall, "rss_mb": round(rss_mb())}
+               "filter_rows": filter_rows, "scroll_stall_ms": scroll_stall, "rss_mb": round(rss_mb()),
+               "window_shown_s": round(shown, 2), "up_and_filled_s": round(shown + all_s, 2),
+               "record_opens": record_opens}
     window.state.controller.shutdown()
     window.close()
     app.processEvents()
@@ -177,24 +209,30 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--folder", type=Path, default=Path("/tmp/ghostviewer-many-runs"))
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--no-index", action="store_true", help="remove the folder's runs index first")
     args = parser.parse_args()
     if not os.environ.get("DISPLAY"):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     folder = args.folder / f"runs-{args.runs}"
     if args.rebuild and folder.exists():
         shutil.rmtree(folder)
-    if not folder.exists() or len(list(folder.iterdir())) < args.runs:
+    from ghostviewer.record.runs_index import INDEX_FILES
+
+    if not folder.exists() or sum(1 for p in folder.iterdir() if p.is_dir()) < args.runs:
         shutil.rmtree(folder, ignore_errors=True)
         print(f"building {args.runs} runs in {folder}…", flush=True)
         print(f"built in {build(folder, args.runs):.0f} s")
+    if args.no_index:
+        for name in INDEX_FILES:
+            (folder / name).unlink(missing_ok=True)
     settings = args.folder / "settings"
     shutil.rmtree(settings, ignore_errors=True)
     settings.mkdir(parents=True)
     figures = measure(folder, settings)
     print(figures)
-    ok = (figures["open_s"] or 99) <= OPEN_GOAL_S and figures["filter_s"] <= FILTER_GOAL_S and max(
+    ok = figures["up_and_filled_s"] <= OPEN_GOAL_S and figures["filter_s"] <= FILTER_GOAL_S and max(
         figures["open_stall_ms"], figures["loading_stall_ms"], figures["scroll_stall_ms"]) <= STALL_GOAL_MS
-    print(f"goals (open ≤ {OPEN_GOAL_S} s, filter ≤ {FILTER_GOAL_S} s, stalls ≤ {STALL_GOAL_MS} ms): "
+    print(f"goals (window up and filled ≤ {OPEN_GOAL_S} s, filter ≤ {FILTER_GOAL_S} s, stalls ≤ {STALL_GOAL_MS} ms): "
           + ("met" if ok else "NOT met"))
     return 0
 

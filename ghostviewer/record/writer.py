@@ -20,6 +20,7 @@ from . import schema
 from .disk import disk_full, is_disk_full
 from .errors import RecordError
 from .lock import WriterLock
+from .runs_index import note_finished
 from .sqlite_store import StoreWriter
 from .sqlite_store import check_name as _check_name
 from .types import StatColumns, StatRow, StepInfo
@@ -253,7 +254,19 @@ class RunWriter(StoreWriter):
                 self.conn.rollback()
             self._close(fold=False)
             raise
+        listed = self._listing()
         self._close()  # folds the WAL back in, then lets the lock go
+        if listed is not None:  # its runs folder's index (a cache: the history lists the run without it too)
+            note_finished(self.path, *listed)
+
+    def _listing(self) -> tuple[dict[str, str], str | None] | None:
+        """The meta texts and final image the runs index lists the run by (record/runs_index.py)."""
+        try:
+            meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+            image = self.conn.execute("SELECT relpath FROM files WHERE name = 'final' AND kind = 'image'").fetchone()
+        except sqlite3.Error:
+            return None
+        return meta, None if image is None else str(image[0])
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0

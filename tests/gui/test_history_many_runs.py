@@ -13,6 +13,7 @@ from ghostviewer.gui.models import history_model
 from ghostviewer.gui.models.history_model import FIRST_CHUNK, LARGE_FOLDER, HistoryModel
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.record import RunRecord, RunWriter
+from ghostviewer.record.runs_index import INDEX_FILES, list_rows
 
 RUNS = LARGE_FOLDER + 60
 
@@ -36,6 +37,8 @@ def test_a_large_folder_is_read_off_the_gui_thread_in_chunks(qtbot, many: Path, 
         original(self, *args, **kwargs)
 
     monkeypatch.setattr(RunRecord, "__init__", spy)
+    for name in INDEX_FILES:  # a folder from before the runs index (or copied in): every record is read once
+        (many / name).unlink(missing_ok=True)
     model = HistoryModel(many)
     panel = HistoryPanel(model)
     qtbot.addWidget(panel)
@@ -60,3 +63,25 @@ def test_a_small_folder_is_still_read_in_place(tmp_path: Path, monkeypatch) -> N
     model = HistoryModel(tmp_path)
     model.refresh()
     assert not model.loading and len(model.entries) == 1
+
+
+def test_a_large_indexed_folder_opens_no_record_and_comes_in_two_steps(qtbot, many: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The writer keeps the runs index (record/runs_index.py): the history reads its rows only, shows a screenful
+    and then the rest."""
+    list_rows(many)  # the index up to date (the test before may have removed it)
+    opened: list[Path] = []
+    original = RunRecord.__init__
+
+    def spy(self, path, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        opened.append(path)
+        original(self, path, *args, **kwargs)
+
+    model = HistoryModel(many)
+    panel = HistoryPanel(model)
+    qtbot.addWidget(panel)
+    monkeypatch.setattr(RunRecord, "__init__", spy)
+    sizes: list[int] = []
+    model.changed.connect(lambda: sizes.append(len(model.rows)))
+    model.set_runs_dir(many)
+    qtbot.waitUntil(lambda: not model.loading, timeout=60_000)
+    assert opened == [] and sizes == [FIRST_CHUNK, RUNS] and panel.row_count() == RUNS

@@ -37,10 +37,12 @@ from ghostviewer.gui.drops import looks_like_run
 from ghostviewer.gui.link.worker import Task, Worker
 from ghostviewer.gui.models.prompt_model import intervention_words
 from ghostviewer.gui.models.verdict_words import run_words
-from ghostviewer.record import RecordError, RunRecord, StudyRecord
+from ghostviewer.record import RecordError, StudyRecord
 from ghostviewer.record.bundle_format import MANIFEST, README, REPRO, RUNS_FOLDER
 from ghostviewer.record.history import program_name, watched_words
 from ghostviewer.record.lock import writer_alive
+from ghostviewer.record.runs_index import RunRow, db_mtime, list_rows, read_row
+from ghostviewer.record.runs_index import stamp as run_stamp
 from ghostviewer.record.study_reader import SUMMARY_ROLE
 
 log = logging.getLogger("ghostviewer.gui")
@@ -224,6 +226,8 @@ def _anomaly(value: Any) -> dict | None:
 
 LARGE_FOLDER = 400  # more entries than this: read off the GUI thread, in chunks
 FIRST_CHUNK, CHUNK = 40, 400  # new records read in the first chunk (a screenful, fast), then in each next one
+SHOW_AT_ONCE = 400  # more new rows than this from one read: the newest FIRST_CHUNK are shown first
+PAINT_MS = 30  # ... and the rest this much later (the window paints the first ones in between)
 POLL_MS = 1000  # a watched folder is read again this often
 Cache = dict[str, tuple[tuple[int, ...], HistoryRow]]
 CHILD_DETAIL = 200  # a watch study's newest kept calls read as runs (the older ones: from its index alone)
@@ -284,24 +288,17 @@ def _stamp(folder: Path, names: tuple[str, ...] = DB_FILES) -> tuple[int, ...]:
 
 
 def read_entry(folder: Path, bundle: str = "") -> RunEntry:
-    record = RunRecord(folder)
-    problem = ""
-    try:
-        summary = record.summary()
-    except RecordError as exc:  # the run reads, but not all of it (its final image is refused): listed, with why
-        problem = one_line(exc)
-        settings = record.settings
-        summary = {"prompt": settings.get("prompt"), "seed": settings.get("seed"), "steps": settings.get("steps"),
-                   "status": record.status, "verdict": record.verdict, "first_anomaly": record.first_anomaly}
-    verdict = summary.get("verdict") or {}
-    anomaly = summary.get("first_anomaly")
-    return RunEntry(str(record.path), record.run_id, str(record.created_at or ""), str(summary.get("prompt") or ""),
-                    summary.get("seed"), summary.get("steps"), str(summary.get("status")),
-                    verdict.get("label") if isinstance(verdict, dict) else None, record.error,
-                    tuple(intervention_words(record.settings)), anomaly if isinstance(anomaly, dict) else None,
-                    summary.get("image"), bundle, problem, watched_words(record.environment.get("watched")))
+    """One run read from its own record (what the runs index holds for it, read afresh)."""
+    return entry_from_row(Path(folder), read_row(folder), bundle)
 
 
+def entry_from_row(folder: Path, row: RunRow, bundle: str = "") -> RunEntry:
+    """A history row from a runs-index row (record/runs_index.py): no database opened."""
+    path = str(folder)
+    return RunEntry(path, row.run_id, row.created_at, str(row.prompt or ""), row.seed, row.steps,
+                    row.live_status(path), row.verdict, row.error,
+                    tuple(intervention_words(row.settings)), row.first_anomaly, row.image_path(path), bundle,
+                    row.problem, watched_words(row.watched) if row.watched else "")
 
 
 def entry_count(folder: Path) -> int:
@@ -316,18 +313,31 @@ def entry_count(folder: Path) -> int:
 def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
          task: Task | None = None) -> tuple[list[HistoryRow], Cache, bool]:
     """(rows newest first, the new cache, complete): every run, study and unreadable folder of `runs_dir`, read
-    again only where its database changed. `budget`: read at most that many records not in the cache (the
-    newest-named folders first: run ids begin with their time) and leave the others for the next call
-    (complete False). No Qt: it runs on a worker."""
+    again only where its database changed. The folder's own runs come from its runs index (one query; only the
+    runs it lacks or holds stale are opened, and written back). `budget`: open at most that many records (the
+    newest-named folders first: run ids begin with their time) and leave the others for the next call (complete
+    False). No Qt: it runs on a worker."""
     rows: list[HistoryRow] = []
     new_cache: Cache = {}
     children = [(child, "") for child in _subfolders(runs_dir)] + bundle_runs(runs_dir)
     children.sort(key=lambda pair: pair[0].name, reverse=True)
     left = budget
     complete = True
+    own_runs: list[tuple[Path, int | None]] = []  # the folder's own runs not in the cache: from the runs index
     for child, bundle in children:
         if task is not None:
             task.check()
+        if not bundle:  # one stat tells a run and dates it (a finished one's WAL is folded back in)
+            mtime = db_mtime(child)
+            if mtime is not None:
+                cached = cache.get(str(child))
+                if cached is not None and isinstance(cached[1], RunEntry) and \
+                        cached[0] == run_stamp(child, cached[1].status, mtime):
+                    new_cache[str(child)] = cached
+                    rows.append(cached[1])
+                else:
+                    own_runs.append((child, mtime))
+                continue
         reader: Callable[[Path], HistoryRow] = partial(read_entry, bundle=bundle)
         stamp = _stamp(child)
         if bundle and stamp == (0, 0):
@@ -359,6 +369,15 @@ def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
                 row = broken_entry(child, exc)
         new_cache[str(child)] = (stamp, row)
         rows.append(row)
+    indexed, unreadable, not_read = list_rows(runs_dir, own_runs, left, None if task is None else task.check)
+    complete = complete and not not_read
+    for folder, stamp, index_row in indexed:
+        entry = entry_from_row(folder, index_row)
+        new_cache[str(folder)] = (stamp, entry)
+        rows.append(entry)
+    for folder, problem in unreadable:
+        if not writer_alive(folder):  # one being created right now: the next refresh reads it
+            rows.append(broken_entry(folder, problem))
     rows.sort(key=lambda e: (e.created, e.run_id), reverse=True)
     return rows, new_cache, complete
 
@@ -371,7 +390,8 @@ def _writer_gone(folder: Path, row: HistoryRow) -> bool:
 
 def _subfolders(folder: Path) -> list[Path]:
     try:
-        return [c for c in folder.iterdir() if c.is_dir()] if folder.is_dir() else []
+        with os.scandir(folder) as entries:  # the entries' own types: no stat of each
+            return [Path(e.path) for e in entries if e.is_dir()]
     except OSError:
         return []
 
@@ -467,10 +487,29 @@ class HistoryModel(QObject):
             log.warning("cannot read the runs folder %s: %s", runs_dir, result)
             return
         rows, cache, complete = result
+        if len(rows) - len(self.rows) > SHOW_AT_ONCE:  # thousands of new rows (from the runs index): a screenful first
+            self._show_in_steps(runs_dir, rows, cache, complete, max(len(self.rows), FIRST_CHUNK))
+            return
         self._reading = None if complete else runs_dir
         self._apply(rows, cache)
         if not complete:
             self._read_more()
+
+    def _show_in_steps(self, runs_dir: Path, rows: list[HistoryRow], cache: Cache, complete: bool,
+                       shown: int) -> None:
+        """The newest `shown` rows (a screenful) at once, the rest at the next turn of the event loop: the first
+        paint does not wait on the panel making thousands of items; `loading` until all are in."""
+        if runs_dir != self.runs_dir:
+            return  # another folder was chosen meanwhile
+        if shown >= len(rows):
+            self._reading = None if complete else runs_dir
+            self._apply(rows, cache)
+            if not complete:
+                self._read_more()
+            return
+        self._reading = runs_dir
+        self._apply(rows[:shown], cache)
+        QTimer.singleShot(PAINT_MS, self, partial(self._show_in_steps, runs_dir, rows, cache, complete, len(rows)))
 
     def _apply(self, rows: list[HistoryRow], cache: Cache) -> None:
         same = len(rows) == len(self.rows) and all(a is b for a, b in zip(rows, self.rows, strict=True))
