@@ -1,15 +1,12 @@
 """Hostile and broken run folders in the window (issue 14 item 4): each is made from a REAL recorded demo run
-(made once for the module, in a subprocess: torch stays out of this process), copied and corrupted. Whatever the
+(made once for the module, tests/gui/demo_runs.py), copied and corrupted. Whatever the
 record refuses is one line — in the status bar or inside the view — never the crash dialog nor a modal box, and
 the history lists every such folder with its problem instead of dropping it."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,11 +17,10 @@ from ghostviewer.gui import messages
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.models.history_model import BrokenEntry, HistoryModel, RunEntry
 from ghostviewer.gui.widgets.history_panel import KIND_ROLE, PATH_ROLE, UNREADABLE_COLOUR, HistoryPanel
+from tests.gui.demo_runs import demo_run
 from tests.gui.live_window import needs_demo
 
 pytestmark = needs_demo
-MAKE_RUN = ("import sys; from ghostviewer.api import run; "
-            "print(run('demo', 'red circle', steps=2, runs_dir=sys.argv[1])['run_dir'])")
 
 
 def _truncate_db(run: Path) -> None:
@@ -73,11 +69,7 @@ SAID = {
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    runs = tmp_path_factory.mktemp("broken-source")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", MAKE_RUN, str(runs)], capture_output=True, text=True, env=env,
-                          timeout=300, check=True)
-    return Path(done.stdout.strip().splitlines()[-1])
+    return demo_run(tmp_path_factory, tmp_path_factory.mktemp("broken-source"), "red circle", steps=2)
 
 
 @pytest.fixture

@@ -1,14 +1,10 @@
-"""Silent ghosts in the GUI, on REAL demo runs at the defaults the shipped baseline was built for (made once, in a
-subprocess: torch stays out of this process): the Blocks tree marks the blocks whose outputs drift, with how far
+"""Silent ghosts in the GUI, on REAL demo runs at the defaults the shipped baseline was built for (made once,
+tests/gui/demo_runs.py): the Blocks tree marks the blocks whose outputs drift, with how far
 and where, and a healthy run marks none; the heat map's "z (baseline)" mode is hottest at the faulty block."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,27 +12,19 @@ import pytest
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.widgets.block_tree import ANOMALY_MARK, DRIFT_MARK, NAME, BlockTree
 from ghostviewer.record import RunRecord
+from tests.gui.demo_runs import demo_blocks, demo_run
 from tests.gui.live_window import needs_demo
 
 pytestmark = needs_demo
 PROMPT = "a yellow circle on a blue background"
-MAKE_RUNS = (
-    "import json, sys; from ghostviewer.api import blocks, run; d = sys.argv[1]; "
-    "print(json.dumps({"
-    f"'scaled': run('demo', {PROMPT!r}, faults=['scaled-block'], seed=21, runs_dir=d)['run_dir'], "
-    f"'healthy': run('demo', {PROMPT!r}, seed=21, runs_dir=d)['run_dir'], "
-    "'blocks': blocks('demo')['blocks']}))"
-)
 FAULTY = "unet.down_blocks.1.resnets.0"  # where scaled-block scales the output ×1.5
 
 
 @pytest.fixture(scope="module")
 def drift_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    runs = tmp_path_factory.mktemp("drift-runs")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", MAKE_RUNS, str(runs)], capture_output=True, text=True, env=env,
-                          timeout=300, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    runs = tmp_path_factory.mktemp("drift-runs")  # the demo's 20 steps: what its baseline was built for
+    return {"scaled": str(demo_run(tmp_path_factory, runs, PROMPT, faults=["scaled-block"], seed=21)),
+            "healthy": str(demo_run(tmp_path_factory, runs, PROMPT, seed=21)), "blocks": demo_blocks()}
 
 
 @pytest.mark.slow

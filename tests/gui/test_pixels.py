@@ -1,12 +1,9 @@
-"""Tests that look at what is drawn: a REAL recorded demo run (made once for the module, in a subprocess, so
-torch stays out of this process) shown in an offscreen window at 1366×768; each view is grabbed and its pixels
+"""Tests that look at what is drawn: a REAL recorded demo run (made once for the module,
+tests/gui/demo_runs.py) shown in an offscreen window at 1366×768; each view is grabbed and its pixels
 and view ranges checked — the data must be inside the view, not drawn off-screen or as a flat colour."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from itertools import combinations
 from pathlib import Path
@@ -19,25 +16,20 @@ from PySide6.QtWidgets import QApplication, QGraphicsView, QWidget
 
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.widgets.embeddings_view import SOURCES, place_labels
+from tests.gui.demo_runs import demo_run
 from tests.gui.fake_runs import write_fake_run
 from tests.gui.live_window import needs_demo
 
 pytestmark = needs_demo
 PROMPT = "a red circle on a blue background"
-MAKE_RUN = ("import sys; from ghostviewer.api import run; "
-            f"print(run('demo', {PROMPT!r}, seed=1, steps=6, runs_dir=sys.argv[1], capture=['unet.mid_block*'], "
-            "capture_attention=True)['run_dir'])")
 BACKGROUND = QColor("#202124")
 MAGENTA = (255, 0, 255)
 
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> str:
-    runs = tmp_path_factory.mktemp("pixels-runs")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", MAKE_RUN, str(runs)], capture_output=True, text=True, env=env,
-                          timeout=300, check=True)
-    return done.stdout.strip().splitlines()[-1]
+    return str(demo_run(tmp_path_factory, tmp_path_factory.mktemp("pixels-runs"), PROMPT, seed=1, steps=6,
+                        capture=["unet.mid_block*"], capture_attention=True))
 
 
 @pytest.fixture(scope="module")

@@ -1,14 +1,10 @@
-"""Views that tell the truth, on REAL demo runs (made once, in a subprocess: torch stays out of this process):
+"""Views that tell the truth, on REAL demo runs (made once, tests/gui/demo_runs.py):
 the heat map has enc | steps | dec columns and shows a VAE fault in the decode column; the badge and header
 agree; Ctrl+J selects the right module in every view for decode and pipeline-step anomalies and never says
 "step None"; a decoded NaN step is magenta; run-event search matches word prefixes."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,26 +15,19 @@ from ghostviewer.analysis.stat_grid import stat_grid
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.record import RunRecord
 from ghostviewer.record.writer import annex_image
+from tests.gui.demo_runs import demo_blocks, demo_run
 from tests.gui.live_window import needs_demo
 
 pytestmark = needs_demo
-MAKE_RUNS = (
-    "import json, sys; from ghostviewer.api import blocks, run; d = sys.argv[1]; "
-    "print(json.dumps({"
-    "'vae': run('demo', 'a red circle', faults=['fp16-vae-overflow'], steps=3, runs_dir=d)['run_dir'], "
-    "'nan': run('demo', 'a red circle', faults=['nan-latents'], seed=7, steps=3, runs_dir=d)['run_dir'], "
-    "'blocks': blocks('demo')['blocks']}))"
-)
 VAE_CULPRIT = "vae.decoder.up_blocks.1.resnets.0"
 
 
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     runs = tmp_path_factory.mktemp("truth-runs")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", MAKE_RUNS, str(runs)], capture_output=True, text=True, env=env,
-                          timeout=300, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {"vae": str(demo_run(tmp_path_factory, runs, "a red circle", faults=["fp16-vae-overflow"], steps=3)),
+            "nan": str(demo_run(tmp_path_factory, runs, "a red circle", faults=["nan-latents"], seed=7, steps=3)),
+            "blocks": demo_blocks()}
 
 
 @pytest.fixture
