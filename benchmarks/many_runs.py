@@ -57,8 +57,10 @@ def count_record_opens() -> dict[str, int]:
 def build(folder: Path, runs: int) -> float:
     """N real run records in `folder` (2 steps each); seconds taken."""
     from ghostviewer.record import RunWriter, StatRow, StepInfo
+    from ghostviewer.record.runs_index import ensure
 
     folder.mkdir(parents=True, exist_ok=True)
+    ensure(folder)  # the runs index a large folder's first listing makes: the writers keep it from the first run
     start = time.perf_counter()
     image = np.zeros((64, 64, 3), np.float32)
     image[..., 2] = 1.0

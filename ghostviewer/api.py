@@ -355,6 +355,16 @@ def env() -> dict[str, Any]:
     return torch_report()
 
 
+def prune(runs_dir: str | Path, *, older_than: str | float | None = None, verdict: Iterable[str] | str | None = None,
+          keep_anomalies: bool = False, keep_last: int | None = None, dry_run: bool = False) -> dict[str, Any]:
+    """`ghostviewer prune`: remove the records of a runs folder older than `older_than` ('7d', '12h', days as a
+    number) / of a `verdict` / beyond the newest `keep_last`, keeping anomalous ones with `keep_anomalies`; never a
+    record being written, never anything that is not a record. `{"removed", "bytes_freed", "kept", "left", …}`."""
+    from ghostviewer.record.prune import prune as prune_folder
+
+    return prune_folder(runs_dir, older_than, verdict, keep_anomalies, keep_last, dry_run)
+
+
 def inspect(path: str | Path) -> dict[str, Any]:
     """A bundle's read-only summary, every member checked: `{"manifest", "runs", "files"}` (runs nothing)."""
     from ghostviewer.record.bundle import inspect_bundle

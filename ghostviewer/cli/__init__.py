@@ -28,6 +28,7 @@ from ghostviewer.cli.doctor import add_doctor_parser, cmd_doctor
 from ghostviewer.cli.env import add_env_parser, cmd_env
 from ghostviewer.cli.isolate import add_isolate_parser, cmd_isolate
 from ghostviewer.cli.probe import add_probe_parser, cmd_probe
+from ghostviewer.cli.prune import add_prune_parser, cmd_prune
 from ghostviewer.cli.record import add_record_parser, cmd_record
 from ghostviewer.cli.replay import add_replay_parsers, cmd_compare, cmd_replay
 from ghostviewer.cli.run import add_run_parsers, cmd_blocks, cmd_demo, cmd_run
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_record_parser(sub)
     add_audit_parser(sub)
     add_probe_parser(sub)
+    add_prune_parser(sub)
     return parser
 
 
@@ -78,6 +80,7 @@ COMMANDS = {
     "record": cmd_record,
     "audit": cmd_audit,
     "probe": cmd_probe,
+    "prune": cmd_prune,
 }
 
 def _quiet_libraries() -> None:

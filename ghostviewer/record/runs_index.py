@@ -5,8 +5,9 @@ of 10,000 runs is one query instead of 10,000 database opens.
 A cache, never the truth. Each row carries the stamp of its run's database (the modification times of run.sqlite
 and its WAL); a folder without a row, or whose stamp differs, is read from its own record and its row written back.
 Listing starts from the folder's own entries, so a row never outlives its run. The writer adds its run's row when
-it finishes (note_finished); an index that is missing is made, one that is damaged or foreign is made again, one of
-a newer version is left alone (the runs are read directly); a read-only folder is listed all the same. The index is
+it finishes (note_finished) where the folder has one; a large folder's first listing makes it (a small folder is
+listed from its records and left as it is); one that is damaged, foreign or older is made again, one of a newer
+version is left alone (the runs are read directly); a read-only folder is listed all the same. The index is
 a regular file or nothing: a link in its place is never followed or written.
 """
 
@@ -164,10 +165,11 @@ def _decode(text: str) -> RunRow | None:
 class RunsIndex:
     """The index of one runs folder, opened for reading and (where it can be) writing."""
 
-    def __init__(self, runs_dir: Path, shared: bool = False) -> None:
-        """shared: usable from any thread (the caller serialises its use)."""
+    def __init__(self, runs_dir: Path, create: bool = False, shared: bool = False) -> None:
+        """create: make the index when there is none (else an index missing is no index: nothing read or written);
+        shared: usable from any thread (the caller serialises its use)."""
         self.runs_dir = Path(runs_dir)
-        self._shared = shared
+        self._shared, self._create = shared, create
         self.path = self.runs_dir / INDEX_NAME
         self._conn: sqlite3.Connection | None = None
         self.writable = False
@@ -182,6 +184,8 @@ class RunsIndex:
             return
         if mode is not None and not stat.S_ISREG(mode):
             log.info("the runs index %s is not a regular file: left alone", self.path)
+            return
+        if mode is None and not self._create:
             return
         for attempt in range(2):
             try:
@@ -282,13 +286,14 @@ def _stamp_text(value: Stamp) -> str:
 
 
 def list_rows(runs_dir: Path, folders: Iterable[Path | tuple[Path, int | None]] | None = None,
-              budget: int | None = None, check: Callable[[], None] | None = None
+              budget: int | None = None, check: Callable[[], None] | None = None, create: bool = False
               ) -> tuple[list[tuple[Path, Stamp, RunRow]], list[tuple[Path, str]], list[Path]]:
     """(rows, unreadable, left): the runs among `folders` (default: every subfolder of runs_dir that holds a
     run.sqlite; or (folder, its database's mtime) pairs, when the caller has already looked), from the index where
     it is up to date and from their own records otherwise (those rows written back). `budget`: read at most that
     many records (the others are `left` for a later call); `check`: called between records (a cancel token).
-    `unreadable`: (folder, the reader's message) of records that cannot be read."""
+    `unreadable`: (folder, the reader's message) of records that cannot be read. `create`: make the index where
+    there is none (a large folder: small ones are listed from their records, and left as they are)."""
     runs_dir = Path(runs_dir)
     if folders is None:
         folders = run_folders(runs_dir)
@@ -296,7 +301,7 @@ def list_rows(runs_dir: Path, folders: Iterable[Path | tuple[Path, int | None]] 
     unreadable: list[tuple[Path, str]] = []
     left: list[Path] = []
     fresh: list[tuple[str, Stamp, RunRow]] = []
-    with RunsIndex(runs_dir) as index:
+    with RunsIndex(runs_dir, create) as index:
         known = index.rows()
         for each in folders:
             folder, mtime = each if isinstance(each, tuple) else (each, None)
@@ -348,6 +353,8 @@ def note_finished(run_dir: Path, meta: dict[str, str], image: str | None) -> Non
     and final image it wrote (no record opened; ~0.2 ms). Never raises: the index is a cache, and a run is listed
     without it."""
     run_dir = Path(run_dir)
+    if not os.path.lexists(run_dir.parent / INDEX_NAME):
+        return  # a folder without an index (a small one): nothing to keep up to date
     try:
         values = {key: loads_or_text(text) for key, text in meta.items()}
         if not all(isinstance(values.get(k) or {}, dict) for k in ("settings", "environment")):
@@ -377,7 +384,9 @@ def _index_for_writing(runs_dir: Path) -> RunsIndex | None:
     if held is not None:
         held[1].close()
         del _WRITING[key]
-    index = RunsIndex(runs_dir, shared=True)
+    if ident == (0, 0):
+        return None  # no index here (a small folder): nothing to keep up to date
+    index = RunsIndex(runs_dir, shared=True)  # only where the index is (made by a large folder's first listing)
     if not index.writable:
         index.close()
         return None
@@ -386,6 +395,11 @@ def _index_for_writing(runs_dir: Path) -> RunsIndex | None:
         _WRITING.pop(next(iter(_WRITING)))[1].close()
     _WRITING[key] = ((st.st_dev, st.st_ino), index)
     return index
+
+
+def ensure(runs_dir: Path) -> None:
+    """Make the runs folder's index now (empty), so that the writers keep it from their first run."""
+    RunsIndex(runs_dir, create=True).close()
 
 
 def forget(runs_dir: Path, names: Iterable[str]) -> None:

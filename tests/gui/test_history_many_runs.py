@@ -68,7 +68,7 @@ def test_a_small_folder_is_still_read_in_place(tmp_path: Path, monkeypatch) -> N
 def test_a_large_indexed_folder_opens_no_record_and_comes_in_two_steps(qtbot, many: Path, monkeypatch) -> None:  # noqa: ANN001
     """The writer keeps the runs index (record/runs_index.py): the history reads its rows only, shows a screenful
     and then the rest."""
-    list_rows(many)  # the index up to date (the test before may have removed it)
+    list_rows(many, create=True)  # the index a first listing makes, up to date
     opened: list[Path] = []
     original = RunRecord.__init__
 

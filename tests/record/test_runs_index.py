@@ -14,7 +14,7 @@ import pytest
 
 from ghostviewer.record import RunWriter
 from ghostviewer.record import runs_index as ri
-from ghostviewer.record.runs_index import INDEX_NAME, RunsIndex, list_rows, read_row
+from ghostviewer.record.runs_index import INDEX_NAME, RunsIndex, ensure, list_rows, read_row
 
 
 def _run(folder: Path, run_id: str, label: str = "ok", finish: bool = True, **settings: object) -> RunWriter:
@@ -47,7 +47,14 @@ def _index_names(folder: Path) -> set[str]:
         return set(index.rows())
 
 
+def test_a_small_folder_gets_no_index(tmp_path: Path) -> None:
+    _run(tmp_path, "run-a")
+    rows, _, _ = list_rows(tmp_path)
+    assert [f.name for f, _, _ in rows] == ["run-a"] and sorted(p.name for p in tmp_path.iterdir()) == ["run-a"]
+
+
 def test_the_writer_lists_its_run_and_listing_opens_no_record(tmp_path: Path, opened: list[Path]) -> None:
+    ensure(tmp_path)  # a large folder's first listing made it
     _run(tmp_path, "run-a", faults=["nan-latents"])
     _run(tmp_path, "run-b", label="nan", bypass=["unet.mid_block"])
     assert _index_names(tmp_path) == {"run-a", "run-b"}
@@ -62,6 +69,7 @@ def test_the_writer_lists_its_run_and_listing_opens_no_record(tmp_path: Path, op
 
 
 def test_a_changed_run_is_read_again_and_written_back(tmp_path: Path, opened: list[Path]) -> None:
+    ensure(tmp_path)
     _run(tmp_path, "run-a")
     with sqlite3.connect(tmp_path / "run-a" / "run.sqlite") as conn:  # doctor, an annexed image: the record changes
         conn.execute("UPDATE meta SET value = ? WHERE key = 'verdict'", (json.dumps({"label": "blank"}),))
@@ -99,7 +107,7 @@ def test_an_index_missing_damaged_foreign_or_older_is_made_again(tmp_path: Path,
                 conn.execute(ri._TABLE)
                 conn.execute("PRAGMA user_version = 1")
         conn.close()
-    rows, unreadable, _ = list_rows(tmp_path)
+    rows, unreadable, _ = list_rows(tmp_path, create=damage == "missing")
     assert sorted(f.name for f, _, _ in rows) == ["run-a", "run-b"] and unreadable == []
     assert len(opened) == 2 and _index_names(tmp_path) == {"run-a", "run-b"}
 
@@ -132,6 +140,7 @@ def test_a_link_in_place_of_the_index_is_never_followed(tmp_path: Path) -> None:
 
 
 def test_a_tampered_row_cannot_point_outside_its_run(tmp_path: Path) -> None:
+    ensure(tmp_path)
     _run(tmp_path, "run-a")
     with RunsIndex(tmp_path) as index:
         (st, text), = index.rows().values()
@@ -152,7 +161,7 @@ def test_listing_many_scripted_copies_reads_each_record_once(tmp_path: Path, ope
     runs.mkdir()
     for k in range(120):  # copies made by hand (a folder synced in): not in the index until listed once
         shutil.copytree(template, runs / f"run-{k:04d}")
-    rows, unreadable, left = list_rows(runs, budget=50)
+    rows, unreadable, left = list_rows(runs, budget=50, create=True)
     assert len(rows) == 50 and len(left) == 70 and unreadable == []
     rows, _, left = list_rows(runs)
     assert len(rows) == 120 and left == [] and len(opened) == 120

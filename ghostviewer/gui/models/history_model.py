@@ -44,6 +44,7 @@ from ghostviewer.record.lock import writer_alive
 from ghostviewer.record.runs_index import RunRow, db_mtime, list_rows, read_row
 from ghostviewer.record.runs_index import stamp as run_stamp
 from ghostviewer.record.study_reader import SUMMARY_ROLE
+from ghostviewer.record.study_schema import RUNS_FOLDER as STUDY_RUNS
 
 log = logging.getLogger("ghostviewer.gui")
 
@@ -248,8 +249,8 @@ def read_study(folder: Path, cache: Cache | None = None, new_cache: Cache | None
         failed = int(result.get("failed") or 0) if isinstance(result, dict) else 0
         words = watch_words(result) or result_words(result)
         kept = [run for run in reversed(runs) if run.get("kept") and run.get("role") != SUMMARY_ROLE]
-        children = tuple(_watched_child(run, cache, new_cache) if i < CHILD_DETAIL else _child(run)
-                         for i, run in enumerate(kept))
+        read = _watched_entries(folder, kept[:CHILD_DETAIL], cache, new_cache)
+        children = tuple(_as_run(_child(run), read.get(str(run["run_dir"]))) for run in kept)
     else:
         children = tuple(_child(run) for run in runs)
     return StudyEntry(str(record.path), record.study_id, record.kind, str(record.created_at or ""),
@@ -257,22 +258,32 @@ def read_study(folder: Path, cache: Cache | None = None, new_cache: Cache | None
                       words, summary.get("error"), children, source, failed)
 
 
-def _watched_child(run: dict, cache: Cache | None, new_cache: Cache | None) -> StudyChild:
-    """A watch study's kept call read as a run (once: again only when its database changed)."""
-    folder = Path(run["run_dir"])
-    stamp = _stamp(folder)
-    cached = (cache or {}).get(str(folder))
-    if cached is not None and cached[0] == stamp and isinstance(cached[1], RunEntry):
-        entry: RunEntry | None = cached[1]
-    else:
-        try:
-            entry = read_entry(folder)
-        except (RecordError, OSError) as exc:
-            log.info("a watched call's record cannot be read: %s", exc)
-            entry = None
-    if entry is not None and new_cache is not None:
-        new_cache[str(folder)] = (stamp, entry)
-    child = _child(run)
+def _watched_entries(study: Path, runs: list[dict], cache: Cache | None,
+                     new_cache: Cache | None) -> dict[str, RunEntry]:
+    """A watch study's newest kept calls read as runs: from the cache while their databases are unchanged, else
+    from the runs index of the study's runs/ folder (the writer keeps it; a call it lacks is read once)."""
+    found: dict[str, RunEntry] = {}
+    wanted: list[Path] = []
+    for run in runs:
+        folder = Path(run["run_dir"])
+        cached = (cache or {}).get(str(folder))
+        if cached is not None and cached[0] == _stamp(folder) and isinstance(cached[1], RunEntry):
+            found[str(folder)] = cached[1]
+        else:
+            wanted.append(folder)
+    if wanted:
+        rows, unreadable, _ = list_rows(study / STUDY_RUNS, wanted, create=len(runs) >= CHILD_DETAIL)
+        for folder, _stamp_now, row in rows:
+            found[str(folder)] = entry_from_row(folder, row)
+        for folder, problem in unreadable:
+            log.info("a watched call's record cannot be read: %s: %s", folder, problem)
+    if new_cache is not None:
+        for path, entry in found.items():
+            new_cache[path] = (_stamp(Path(path)), entry)
+    return found
+
+
+def _as_run(child: StudyChild, entry: RunEntry | None) -> StudyChild:
     return child if entry is None else StudyChild(child.path, child.position, child.role, child.label, entry.seed,
                                                   child.status, child.verdict, child.first_anomaly, entry)
 
@@ -369,7 +380,8 @@ def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
                 row = broken_entry(child, exc)
         new_cache[str(child)] = (stamp, row)
         rows.append(row)
-    indexed, unreadable, not_read = list_rows(runs_dir, own_runs, left, None if task is None else task.check)
+    indexed, unreadable, not_read = list_rows(runs_dir, own_runs, left, None if task is None else task.check,
+                                              create=len(children) > LARGE_FOLDER)
     complete = complete and not not_read
     for folder, stamp, index_row in indexed:
         entry = entry_from_row(folder, index_row)
