@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ghostviewer.paths import default_runs_dir
-from ghostviewer.spec import DEFAULTS, RunSpec, names
+from ghostviewer.spec import DEFAULTS, RunSpec, names, validate, with_call_defaults
 
 
 def _loaded(
@@ -104,6 +104,7 @@ def run_spec(
     from ghostviewer.engine.run.runner import execute_run
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(spec)
+    validate(with_call_defaults(spec))  # what needs no pipeline is refused before a load of seconds
     loaded = _loaded(source, spec.device, spec.dtype, allow_pickle, config)
     refuse_unapplied(loaded, spec.dtype, spec.device)  # a pipeline object is used as it is, never silently
     extra = dict(spec.extra)
