@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,12 +26,21 @@ from ghostviewer.spec import RunSpec
 from tests.engine.test_runner import assert_no_leftovers
 
 STAR = "a yellow star on a black background"
+# The fp16 tests decode at 32 px: float16 convolutions on a CPU cost ~1 s a decode at the demo's 64 px, and the
+# overflow (a ×16384 gain on one block) does not depend on the size.
+SMALL = {"width": 32, "height": 32}
 
 
 @pytest.fixture(scope="module")
 def half_vae():
     """The demo pipeline with its VAE in float16, loaded once for this module."""
     return load_pipeline("demo", device="cpu", dtype="float32,vae=float16")
+
+
+@pytest.fixture(scope="module")
+def short_prompt_bad(demo_loaded, tmp_path_factory) -> dict:
+    """One short-prompt-attention run, read (never written) by the tests that bisect or patch it."""
+    return _bad(demo_loaded, tmp_path_factory.mktemp("bad"), "red circle", "short-prompt-attention", steps=4)
 
 
 def _bad(loaded, runs_dir: Path, prompt: str, fault: str, **kwargs) -> dict:
@@ -115,8 +121,8 @@ def test_a_different_failure_is_not_the_symptom_and_not_healthy() -> None:
 # -- bisection by bypass on the ghost lab ----------------------------------------------------------------
 
 
-def test_bisection_names_the_collapsing_attention_block(demo_loaded, runs_dir: Path) -> None:
-    bad = _bad(demo_loaded, runs_dir, "red circle", "short-prompt-attention", steps=4)
+def test_bisection_names_the_collapsing_attention_block(demo_loaded, short_prompt_bad: dict, runs_dir: Path) -> None:
+    bad = short_prompt_bad
     events: list[dict] = []
     result = bisect_run(bad["run_dir"], runs_dir=runs_dir, on_progress=events.append)
     assert result["culprit"] == "unet.down_blocks.1.attentions.0", result["trail"]
@@ -134,7 +140,7 @@ def test_bisection_names_the_collapsing_attention_block(demo_loaded, runs_dir: P
 
 @pytest.mark.slow
 def test_bisection_names_the_overflowing_vae_block_in_float16(half_vae, runs_dir: Path) -> None:
-    bad = _bad(half_vae, runs_dir, STAR, "fp16-vae-overflow", steps=4, dtype="float32,vae=float16")
+    bad = _bad(half_vae, runs_dir, STAR, "fp16-vae-overflow", steps=2, dtype="float32,vae=float16", **SMALL)
     assert bad["first_anomaly"]["kind"] == "inf"
     result = bisect_run(bad["run_dir"], pipeline=half_vae.pipe, runs_dir=runs_dir)
     assert result["culprit"] == "vae.decoder.up_blocks.1.resnets.0", result["trail"]
@@ -170,8 +176,8 @@ def test_a_healthy_run_has_nothing_to_bisect(demo_loaded, runs_dir: Path, capsys
     assert json.loads(out)["exit_code"] == 2 and err.strip().count("\n") == 0 and "healthy" in err
 
 
-def test_patching_an_upstream_block_does_not_heal(demo_loaded, runs_dir: Path) -> None:
-    bad = _bad(demo_loaded, runs_dir, "red circle", "short-prompt-attention", steps=4)
+def test_patching_an_upstream_block_does_not_heal(demo_loaded, short_prompt_bad: dict, runs_dir: Path) -> None:
+    bad = short_prompt_bad
     result = patch_run(bad["run_dir"], "unet.down_blocks.0.resnets.0", pipeline=demo_loaded.pipe, runs_dir=runs_dir)
     assert result["healthy"] is False and result["symptom"] is True and result["verdict"] == "nan"
     assert_no_leftovers(demo_loaded.pipe)
@@ -200,11 +206,11 @@ def test_api_bisect_with_a_pipeline_the_user_patched(demo_loaded, runs_dir: Path
 
 
 @pytest.mark.slow
-def test_settings_bisection_names_dtype_for_fp16_vae_overflow(runs_dir: Path) -> None:
+def test_settings_bisection_names_dtype_for_fp16_vae_overflow(demo_loaded, runs_dir: Path) -> None:
     fp16 = load_pipeline("demo", device="cpu", dtype="float16")
-    bad = _bad(fp16, runs_dir, STAR, "fp16-vae-overflow", steps=4, dtype="float16")
-    fp32 = load_pipeline("demo", device="cpu")
-    good = execute_run(fp32, RunSpec(prompt=STAR, steps=4, guidance=6.0, faults=("fp16-vae-overflow",)), runs_dir)
+    bad = _bad(fp16, runs_dir, STAR, "fp16-vae-overflow", steps=2, dtype="float16", **SMALL)
+    good = execute_run(demo_loaded, RunSpec(prompt=STAR, steps=2, guidance=6.0, faults=("fp16-vae-overflow",),
+                                            **SMALL), runs_dir)
     result = api.bisect(bad["run_dir"], good["run_dir"], runs_dir=runs_dir)
     assert result["culprit_settings"] == {"dtype": ["float32", "float32,vae=float16"]}, result["trail"]
     assert result["culprit_differences"] == ["dtype:vae"]
@@ -214,19 +220,17 @@ def test_settings_bisection_names_dtype_for_fp16_vae_overflow(runs_dir: Path) ->
 
 
 @pytest.mark.slow
-def test_cli_bisect_json(demo_loaded, runs_dir: Path) -> None:
-    bad = _bad(demo_loaded, runs_dir, "red circle", "short-prompt-attention", steps=4)
-    env = {**os.environ, "GHOSTVIEWER_LOG_DIR": str(runs_dir.parent / "logs"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "ghostviewer", "bisect", bad["run_dir"], "--runs-dir", str(runs_dir), "--json"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )
-    assert proc.returncode == 1, proc.stderr  # a culprit is a problem found in the pipeline
-    result = json.loads(proc.stdout)
+def test_cli_bisect_json(short_prompt_bad: dict, runs_dir: Path, capsys) -> None:
+    # in-process: the command loads the recorded source itself, as `ghostviewer bisect` does (`python -m
+    # ghostviewer` is sys.exit(main(argv)))
+    code = main(["bisect", short_prompt_bad["run_dir"], "--runs-dir", str(runs_dir), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 1, err  # a culprit is a problem found in the pipeline
+    result = json.loads(out)
     assert result["culprit"] == "unet.down_blocks.1.attentions.0"
     assert {"culprit", "reruns", "trail", "study_dir"} <= set(result)
     assert set(result["trail"][0]) >= {"bypassed", "verdict", "first_anomaly", "run_dir", "symptom"}
-    assert "trial 1:" in proc.stderr and "Traceback" not in proc.stderr
+    assert "trial 1:" in err and "Traceback" not in err
 
 
 def test_bisection_names_the_drifting_block_of_a_silent_ghost(demo_loaded, runs_dir: Path) -> None:
