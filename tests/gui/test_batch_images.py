@@ -1,8 +1,8 @@
 """A batch as N images with a verdict each, on real runs made through the engine in-process: a watched img2img call
 of three images whose second is made NaN at one step by the caller's own step callback (no fault preset poisons one
 sample only: nan-latents poisons every sample), GhostViewer's own inpaint run of two, and a text-to-image run of one
-(no strip). Selecting an image makes it the one the image panes describe; the record keeps step tensors of the first
-image only, and the panes say so instead of showing them as another image's."""
+(no strip). Selecting an image makes it the one the image panes describe: its final image and its own step tensors
+(tests/gui/test_batch_steps.py looks at their pixels and at a record made before they were kept)."""
 
 from __future__ import annotations
 
@@ -93,10 +93,12 @@ def test_selecting_an_image_makes_it_the_one_the_panes_describe(window, qtbot, r
     qtbot.waitUntil(lambda: not images.final_loading, timeout=5000)
     assert np.array_equal(images.panes["final image"].image, _pixels(run["images"][2]))
     assert images.panes["final image"].full_title == "final image 3 of 3"
-    # Only the first image's step tensors are recorded: the step panes are empty and say why.
-    assert all(images.panes[name].image is None for name in ("latents", "x_t preview", "predicted x₀"))
-    assert "not recorded" in images.panes["latents"].full_title
-    assert images.message.isVisible() and "no step tensors for image 3 of 3" in images.message.toolTip()
+    # Every image's step tensors are recorded: the step panes show image 3's own.
+    qtbot.waitUntil(lambda: images.shown.run_dir == run["run_dir"], timeout=5000)
+    step = RunRecord(run["run_dir"]).step_tensors(images.shown.step)
+    assert np.array_equal(images.panes["x_t preview"].image, step["sample_latents_preview"][2])
+    assert np.array_equal(images.panes["predicted x₀"].image, step["sample_preview"][2])
+    assert "image 3 of 3" in images.panes["latents"].full_title and not images.message.isVisible()
     qtbot.mouseClick(strip.tiles[0], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not images.final_loading, timeout=5000)
     assert images.panes["latents"].image is not None and not images.message.isVisible()

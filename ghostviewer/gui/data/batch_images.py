@@ -2,9 +2,11 @@
 where it first showed NaN/Inf, in one sentence ("image 3 of 4: NaN at step 7 in unet.up_blocks.1"). No Qt: the
 batch model calls read_batch on its Worker.
 
-What the record keeps per sample: the final image, the verdict, the first NaN/Inf (module, step) and the initial
-noise. The step tensors (latents, x0, previews, feature maps) are the first sample's only, and the statistics are
-of the whole batch: the views say so rather than show them as another sample's."""
+What the record keeps per sample: the final image, the verdict, the first NaN/Inf (the per-sample NaN/Inf table
+when it has one, record/samples.py, else the run's sample_anomalies), the initial noise, and — in records made since
+— each step's latents, x0 and previews (gui/data/step_data.py sample_step). The feature maps and an on-demand VAE
+decode are the first sample's only, and the statistics are of the whole batch: the views say so rather than show
+them as another sample's."""
 
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ import numpy as np
 
 from ghostviewer.gui.data.step_data import read_rgb
 from ghostviewer.record import RecordError, RunRecord
+from ghostviewer.record.samples import first_nonfinite
 
 THUMB_MAX_PX = 256  # a sample's image is kept at most this large for the strip (the final pane reads its own)
 KIND_WORDS = {"nan": "NaN", "inf": "Inf"}
-STEP_DATA_SAMPLE = 0  # the one sample whose step tensors the recorder keeps
+STEP_DATA_SAMPLE = 0  # the sample whose feature maps and decodes the record keeps (and all step tensors, before)
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class Sample:
     image: np.ndarray | None  # (H, W, 3) uint8, at most THUMB_MAX_PX a side; None: not written / unreadable
     verdict: dict[str, Any]
     anomaly: dict[str, Any] | None  # where this image first showed NaN/Inf (None: never)
+    # the per-sample NaN/Inf table's count for this image: {"outputs": N, "steps": [first, last]} (None: no table)
+    nonfinite: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -43,6 +48,17 @@ class Sample:
     @property
     def words(self) -> str:
         return sample_words(self.index, self.count, self.label, self.anomaly)
+
+    @property
+    def spread(self) -> str:
+        """'NaN/Inf in 56 outputs, steps 2–3' from the per-sample table ("" without one, or when it never went bad)."""
+        if not self.nonfinite or not self.nonfinite.get("outputs"):
+            return ""
+        outputs, steps = int(self.nonfinite["outputs"]), self.nonfinite.get("steps") or []
+        said = f"NaN/Inf in {outputs} output{'s' if outputs != 1 else ''}"
+        if len(steps) == 2:
+            said += f", step {steps[0]}" if steps[0] == steps[1] else f", steps {steps[0]}–{steps[1]}"
+        return said
 
     @property
     def image_name(self) -> str:
@@ -108,6 +124,10 @@ def read_batch(record: RunRecord) -> Batch:
     count = max(len(verdicts), finals if "final_1" in names else 0, batch if isinstance(batch, int) else 1)
     if count < 2:
         return NO_BATCH
+    try:
+        table = first_nonfinite(record, count)  # [] when the record has none
+    except RecordError:
+        table = []
     samples = []
     for index in range(count):
         try:
@@ -116,5 +136,10 @@ def read_batch(record: RunRecord) -> Batch:
             image = None
         verdict = verdicts[index] if index < len(verdicts) and len(verdicts) == count else {}
         anomaly = anomalies[index] if index < len(anomalies) else None
-        samples.append(Sample(index, count, _thumb(image), verdict, anomaly))
+        found = table[index] if table else None
+        if found is not None:  # the table names the step and module, as the run's own report does
+            anomaly = {k: found[k] for k in ("phase", "step", "module", "kind")}
+        nonfinite = ({"outputs": found["outputs"], "steps": found["steps"]} if found else {"outputs": 0}) \
+            if table else None
+        samples.append(Sample(index, count, _thumb(image), verdict, anomaly, nonfinite))
     return Batch(tuple(samples))

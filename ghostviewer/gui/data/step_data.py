@@ -1,5 +1,8 @@
 """One step of one run as the views show it (StepData), read from the record in one go, and the numpy needed
-to colour it. No Qt: StepDataModel calls load_step_data on a worker thread."""
+to colour it. No Qt: StepDataModel calls load_step_data on a worker thread.
+
+A batch's step file also holds every sample's latents, x0 and previews (`sample_latents`… index = sample);
+sample_step picks one sample's out of the step already read (a record made before them has none: None)."""
 
 from __future__ import annotations
 
@@ -49,6 +52,32 @@ class StepData:
 
 
 NO_STEP = StepData(None, -1)
+SAMPLE_TENSORS = {"latents": "sample_latents", "x0": "sample_x0"}  # a batch's per-sample step tensors (N, C, H, W)
+
+
+def has_sample_tensors(data: StepData) -> bool:
+    """The step holds every sample's latents (a batch recorded since they were kept)."""
+    return isinstance(data.tensors.get("sample_latents"), np.ndarray)
+
+
+def sample_step(data: StepData, sample: int) -> StepData | None:
+    """The step as sample `sample` of a batch shows it: its own latents, x0 and previews, nothing else (feature maps
+    and the on-demand decode are the first sample's). None when the step holds no tensors of that sample."""
+    if not has_sample_tensors(data) or not 0 <= sample < len(data.tensors["sample_latents"]):
+        return None
+    tensors = {name: data.tensors[key][sample] for name, key in SAMPLE_TENSORS.items()
+               if isinstance(data.tensors.get(key), np.ndarray) and sample < len(data.tensors[key])}
+
+    def picked(key: str) -> np.ndarray | None:
+        array = data.tensors.get(key)
+        ok = isinstance(array, np.ndarray) and array.dtype == np.uint8 and array.ndim == 4 and sample < len(array)
+        return array[sample] if ok else None
+
+    latents_preview = picked("sample_latents_preview")
+    if latents_preview is None:
+        latents_preview = _frozen(channels_rgb(tensors["latents"]))
+    return StepData(data.run_dir, data.step, data.version, tensors, picked("sample_preview"), latents_preview,
+                    error=data.error)
 
 
 def read_rgb(path: Path | None) -> np.ndarray | None:

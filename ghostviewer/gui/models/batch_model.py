@@ -41,7 +41,8 @@ class BatchModel(QObject):
 
     @property
     def step_data_is_selected(self) -> bool:
-        """The step tensors shown are the selected sample's (always, but for a batch's samples after the first)."""
+        """Every step view shows the selected sample's own data: a run of one image, or a batch's first sample (the
+        feature maps and decodes are the first sample's; the step images show every sample's where recorded)."""
         return self.count == 0 or self.selected == STEP_DATA_SAMPLE
 
     def select(self, index: int) -> None:

@@ -1,6 +1,7 @@
 """A batch run's N images side by side under the step images, each with its own verdict badge ("image 3 of 4: NaN at
-step 7 in unet.up_blocks.1"); clicking one selects it — the sample the image views describe. Bound to BatchModel;
-hidden for a run of one image, so it costs no room. More tiles than fit scroll sideways."""
+step 7 in unet.up_blocks.1", from the record's per-sample NaN/Inf table when it has one); clicking one selects it —
+the sample the image views describe. Bound to BatchModel; hidden for a run of one image, so it costs no room. More
+tiles than fit scroll sideways."""
 
 from __future__ import annotations
 
@@ -53,8 +54,9 @@ class SampleTile(QFrame):
         self.thumb.set_image(sample.image, "pending" if pending else "no image")
         words = sample.words if sample.verdict else f"image {sample.index + 1} of {sample.count}"
         text = badge_text(sample) if sample.verdict else words + (": pending" if pending else "")
-        tooltip = "\n".join([sample.words, *(f"{k} {v:.3g}" for k, v in (sample.verdict.get("scores") or {}).items()
-                                             if isinstance(v, (int, float)))])
+        scores = [f"{k} {v:.3g}" for k, v in (sample.verdict.get("scores") or {}).items()
+                  if isinstance(v, (int, float))]
+        tooltip = "\n".join([sample.words, *([sample.spread] if sample.spread else []), *scores])
         self.badge.show_badge(Badge(text, sample.badge_kind if sample.verdict else "none", tooltip))
         self.setToolTip(tooltip + "\nclick: show this image")
 

@@ -3,9 +3,10 @@ predicted x0, a full VAE decode when asked for, and the final image. Bound to St
 TimelineModel (the run's final image, read on a Worker once per run and status). A step or final image
 the record cannot give (a garbage tensor file, an image outside the run's folder) is one line under the panes.
 
-A batch (BatchModel): the final pane shows the selected sample's image; the step panes are the first sample's
-(the only one whose step tensors the record keeps), so while another sample is selected they stay empty and say
-why rather than show the first sample's tensors as its."""
+A batch (BatchModel): the panes show the selected sample's final image and, at each step, its own latents, x0 and
+previews (step_data.sample_step). A record made before those were kept has the first sample's only: while another
+sample is selected the step panes stay empty and say why rather than show the first sample's tensors as its. The
+on-demand VAE decode is the first sample's, so for another sample its pane says so."""
 
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QWidget
 
 from ghostviewer.gui import messages
 from ghostviewer.gui.data.batch_images import STEP_DATA_SAMPLE, final_name
-from ghostviewer.gui.data.step_data import NO_STEP, NON_FINITE_RGBA, StepData, channel_mosaic, read_rgb
+from ghostviewer.gui.data.step_data import (
+    NO_STEP,
+    NON_FINITE_RGBA,
+    StepData,
+    channel_mosaic,
+    read_rgb,
+    sample_step,
+)
 from ghostviewer.gui.dialogs.error_reporter import one_line
 from ghostviewer.gui.link.worker import Worker
 from ghostviewer.gui.models.batch_model import BatchModel
@@ -35,6 +43,7 @@ LATENT_COLORMAP = "CET-D1"
 
 STEP_PANES = PANES[:4]
 ONLY_FIRST = "no step tensors for image {shown} of {count} (the record keeps image {first}'s) · statistics: whole batch"
+DECODE_FIRST_ONLY = "decode: image {first} only"  # the on-demand VAE decode is of the first sample's latents
 
 
 def read_final(record: RunRecord, name: str = "final") -> tuple[np.ndarray | None, str]:
@@ -91,8 +100,11 @@ class StepImages(QWidget):
 
     @property
     def step_panes_hidden(self) -> bool:
-        """Another sample than the one whose step tensors the record keeps is selected."""
-        return self.sample != STEP_DATA_SAMPLE
+        """Another sample than the first is selected and the shown step has latents of the first only (a record made
+        before every sample's were kept)."""
+        view = self.shown
+        return (self.sample != STEP_DATA_SAMPLE and not view.empty and view.latents is not None
+                and sample_step(view, self.sample) is None)
 
     def _on_sample(self, *_args: object) -> None:
         self._show_step(self.shown)
@@ -105,7 +117,7 @@ class StepImages(QWidget):
     def _set(self, name: str, image: np.ndarray | None, title: str | None = None) -> None:
         if name == "latents" and image is not None and self.batch is not None and self.batch.count > 1:
             # a batch: whose step tensors these are (the first pane only: the small ones have no room for it)
-            title = f"{title or name} · image {STEP_DATA_SAMPLE + 1} of {self.batch.count}"
+            title = f"{title or name} · image {self.sample + 1} of {self.batch.count}"
         self.panes[name].set_image(image, title)
 
     def _say(self) -> None:
@@ -133,15 +145,21 @@ class StepImages(QWidget):
                 self._set(name, None, f"latents · image {self.sample + 1}: not recorded" if name == "latents"
                           else f"{name} · none")
             return
+        first = self.sample == STEP_DATA_SAMPLE
+        if not first:
+            view = sample_step(view, self.sample) or view  # the step's own tensors of the selected sample
         if view.latents is not None:
             mosaic, limit = channel_mosaic(view.latents, self.lut)
-            self._set("latents", mosaic, f"latents · {view.latents.shape[0]} ch · ±{limit:.3g}")
+            scale = f"±{limit:.3g}" if np.isfinite(view.latents).any() else "all NaN/Inf"  # no scale to give
+            self._set("latents", mosaic, f"latents · {view.latents.shape[0]} ch · {scale}")
         else:
             self._set("latents", None, f"latents · step {view.step} unreadable" if view.error else None)
         self._set("x_t preview", view.latents_preview)
         self._set("predicted x₀", view.x0_preview)
         decoded, title = view.decoded, f"VAE decode · step {view.step}"
-        if decoded is None:
+        if not first:
+            decoded, title = None, DECODE_FIRST_ONLY.format(first=STEP_DATA_SAMPLE + 1)
+        elif decoded is None:
             title = "VAE decode (none yet)"
         elif view.latents is not None and not np.isfinite(view.latents).all():
             # A PNG cannot hold NaN (it was written black); a VAE decode of non-finite latents is non-finite
