@@ -414,8 +414,11 @@ def test_a_sweep_uses_the_familys_usual_guidance_like_a_run(family: str, family_
     from ghostviewer.engine.loops.sweep import run_sweep
 
     loaded = family_loaded(family)
-    result = run_sweep([PROMPT], "0", pipeline=loaded, steps=2, runs_dir=runs_dir)
+    # at SIZE, not the native size (Flux's 256 px costs ~1 s a run here); a list entry carries the size
+    result = run_sweep([{"prompt": PROMPT, "width": SIZE, "height": SIZE}], "0", pipeline=loaded, steps=2,
+                       runs_dir=runs_dir)
     swept = RunRecord(result["runs"][0]["run_dir"])
-    assert swept.settings["guidance"] == GUIDANCE[family]
-    single = execute_run(loaded, RunSpec(prompt=PROMPT, seed=0, steps=2, source=loaded.source), runs_dir)
+    assert swept.settings["guidance"] == GUIDANCE[family] and swept.settings["width"] == SIZE
+    single = execute_run(loaded, RunSpec(prompt=PROMPT, seed=0, steps=2, width=SIZE, height=SIZE,
+                                         source=loaded.source), runs_dir)
     assert compare_runs(single["run_dir"], swept.path)["reproduced"]
