@@ -15,7 +15,8 @@ from ghostviewer.record import RunRecord
 from tests.engine.test_runner import assert_no_leftovers
 
 STAR = "a yellow star on a black background"
-THRESHOLD = 4.12  # the demo's latents for STAR, seed 0, 20 steps: absmax 4.10 at step 0, first above at step 9
+STEPS = 10
+THRESHOLD = 4.12  # the demo's latents for STAR, seed 0, 10 steps: absmax 4.10 at step 0, first above at step 5
 
 
 @pytest.fixture
@@ -43,20 +44,20 @@ def test_a_trajectory_fault_is_bisected_from_its_step_and_never_blamed_downstrea
     threshold_hook, runs_dir: Path
 ) -> None:
     pipe = threshold_hook
-    bad = api.run(pipe, STAR, steps=20, runs_dir=runs_dir)
+    bad = api.run(pipe, STAR, steps=STEPS, runs_dir=runs_dir)
     anomaly = bad["first_anomaly"]
-    assert (anomaly["module"], anomaly["step"], anomaly["kind"]) == ("unet.mid_block.resnets.0", 9, "inf")
+    assert (anomaly["module"], anomaly["step"], anomaly["kind"]) == ("unet.mid_block.resnets.0", 5, "inf")
     later = after_in_step(RunRecord(bad["run_dir"]).stats(), anomaly)
     assert "unet.up_blocks.0.resnets.0" in later and "unet.mid_block.resnets.0" not in later
     result = api.bisect(bad["run_dir"], pipeline=pipe, runs_dir=runs_dir)
     assert result["culprit"] == "unet.mid_block.resnets.0", result["trail"]
-    assert result["from_step"] == 9
-    assert all(e.get("from_step") == 9 for e in result["trail"]), result["trail"]
+    assert result["from_step"] == 5
+    assert all(e.get("from_step") == 5 for e in result["trail"]), result["trail"]
     assert result["reruns"] <= result["budget"]
-    # confirmed by patching from the bad run's own healthy step 8, no reference run needed
+    # confirmed by patching from the bad run's own healthy step 4, no reference run needed
     patching = result["patching"]
     assert patching["symptom"] is False and patching["healthy"] is True and patching["calls_patched"] > 0
-    assert "step 8" in patching["reference"] and patching["reference_run_dir"] is None
+    assert "step 4" in patching["reference"] and patching["reference_run_dir"] is None
 
 
 def test_the_same_fault_on_two_layers_is_more_than_one_block(demo_loaded, runs_dir: Path) -> None:
@@ -65,7 +66,7 @@ def test_the_same_fault_on_two_layers_is_more_than_one_block(demo_loaded, runs_d
     handles = [resolve_module(pipe, name).register_forward_hook(lambda _m, _a, out: out + float("nan"))
                for name in blocks]
     try:
-        bad = api.run(pipe, STAR, steps=3, runs_dir=runs_dir)
+        bad = api.run(pipe, STAR, steps=2, runs_dir=runs_dir)
         result = api.bisect(bad["run_dir"], pipeline=pipe, runs_dir=runs_dir)
     finally:
         for handle in handles:
