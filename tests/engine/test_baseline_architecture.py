@@ -69,13 +69,15 @@ def test_a_reference_names_where_the_suspect_leaves_its_range(tmp_path: Path) ->
         t["mid_block.resnets.0.conv2.bias"] *= 20.0
 
     folder = _edited(tmp_path, "unet/diffusion_pytorch_model.safetensors", "scaled", scale)
-    result = api.run(str(folder), PROMPT, seed=2, runs_dir=tmp_path / "runs", reference="demo")
+    # 4 steps: the suspect and its reference run with the same settings, and the departure is at step 0
+    result = api.run(str(folder), PROMPT, seed=2, steps=4, runs_dir=tmp_path / "runs", reference="demo")
     side = result["reference"]
     assert Path(side["run_dir"]).is_dir() and side["source"] == "demo"
     departure = side["first_departure"]
     assert departure["module"].startswith("unet.mid_block.resnets.0") and departure["step"] == 0
     assert departure["ratio"] > 2 and "leaves the reference's range" in side["summary"]
-    healthy = api.run("demo", PROMPT, seed=2, runs_dir=tmp_path / "runs", reference=str(DEMO_PIPELINE_DIR))
+    healthy = api.run("demo", PROMPT, seed=2, steps=4, runs_dir=tmp_path / "runs",
+                      reference=str(DEMO_PIPELINE_DIR))
     assert healthy["reference"]["first_departure"] is None
 
 
