@@ -16,16 +16,23 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.record import RunRecord, StudyRecord
 
 PROMPT = "a red circle on a blue background"
-STEPS = 3
+STEPS = 2  # every divergence here is at step 0; bit-identical replays do not depend on the count
 
 
 def _run(pipe, runs_dir: Path, **kwargs) -> dict:
     return api.run(pipe, PROMPT, steps=STEPS, runs_dir=runs_dir, **kwargs)
 
 
+@pytest.fixture(scope="module")
+def seeds_4_and_5(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+    """Two healthy runs, seeds 4 and 5, only read by the tests (a replay's study goes beside its original)."""
+    runs = tmp_path_factory.mktemp("replay-runs")
+    return _run(demo_loaded.pipe, runs, seed=4), _run(demo_loaded.pipe, runs, seed=5)
+
+
 @pytest.mark.slow
-def test_healthy_run_replays_bit_identical_20_of_20(demo_loaded, runs_dir: Path) -> None:
-    original = _run(demo_loaded.pipe, runs_dir, seed=4)
+def test_healthy_run_replays_bit_identical_20_of_20(demo_loaded, seeds_4_and_5: tuple[dict, dict]) -> None:
+    original = seeds_4_and_5[0]
     report = api.replay(original["run_dir"], times=20, pipeline=demo_loaded.pipe)
     assert report["reproduced"] is True and report["reproduced_runs"] == 20 and report["times"] == 20
     assert report["first_divergence"] is None
@@ -71,9 +78,8 @@ def test_replay_with_a_pipeline_the_user_patched(demo_loaded, runs_dir: Path) ->
     assert report["first_divergence"]["module"] == "unet.mid_block.resnets.0"
 
 
-def test_compare_two_seeds_diverges_at_the_initial_noise(demo_loaded, runs_dir: Path) -> None:
-    a = _run(demo_loaded.pipe, runs_dir, seed=4)
-    b = _run(demo_loaded.pipe, runs_dir, seed=5)
+def test_compare_two_seeds_diverges_at_the_initial_noise(seeds_4_and_5: tuple[dict, dict]) -> None:
+    a, b = seeds_4_and_5
     result = api.compare(a["run_dir"], b["run_dir"])
     assert result["same"] is False and result["settings_diff"] == {"seed": [4, 5]}
     assert result["first_divergence"]["module"] == "pipeline.prepare_latents"
@@ -83,9 +89,8 @@ def test_compare_two_seeds_diverges_at_the_initial_noise(demo_loaded, runs_dir: 
     assert same["same"] is True and same["first_divergence"] is None and same["settings_diff"] == {}
 
 
-def test_cli_compare_and_replay_exit_codes(demo_loaded, runs_dir: Path, capsys) -> None:
-    a = _run(demo_loaded.pipe, runs_dir, seed=4)
-    b = _run(demo_loaded.pipe, runs_dir, seed=5)
+def test_cli_compare_and_replay_exit_codes(seeds_4_and_5: tuple[dict, dict], runs_dir: Path, capsys) -> None:
+    a, b = seeds_4_and_5
     assert main(["compare", a["run_dir"], b["run_dir"], "--json"]) == 1
     document = json.loads(capsys.readouterr().out)
     assert document["first_divergence"]["module"] == "pipeline.prepare_latents"
