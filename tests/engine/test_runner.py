@@ -60,7 +60,7 @@ def test_healthy_run_is_recorded_step_by_step(demo_loaded, runs_dir: Path) -> No
 
 
 def test_same_seed_is_bit_identical_and_seed_matters(demo_loaded, runs_dir: Path) -> None:
-    a, b, c = (_run(demo_loaded, runs_dir, seed=s, steps=8) for s in (5, 5, 6))
+    a, b, c = (_run(demo_loaded, runs_dir, seed=s, steps=4) for s in (5, 5, 6))
     assert np.array_equal(_pixels(a), _pixels(b))
     assert not np.array_equal(_pixels(a), _pixels(c))
 
@@ -85,15 +85,15 @@ def test_cancel_stops_at_once_and_keeps_the_steps(demo_loaded, runs_dir: Path) -
 
 
 def test_bypass_changes_the_run_and_removing_it_restores_it(demo_loaded, runs_dir: Path) -> None:
-    plain = _run(demo_loaded, runs_dir, seed=1, steps=8)
-    bypassed = _run(demo_loaded, runs_dir, seed=1, steps=8, bypass=("unet.mid_block.attentions.0",))
-    again = _run(demo_loaded, runs_dir, seed=1, steps=8)
+    plain = _run(demo_loaded, runs_dir, seed=1, steps=4)
+    bypassed = _run(demo_loaded, runs_dir, seed=1, steps=4, bypass=("unet.mid_block.attentions.0",))
+    again = _run(demo_loaded, runs_dir, seed=1, steps=4)
     assert not np.array_equal(_pixels(plain), _pixels(bypassed))
     assert np.array_equal(_pixels(plain), _pixels(again))
     # The bypassed block's recorded output is its input: the mid block's first resnet output.
     record = RunRecord(Path(bypassed["run_dir"]))
-    resnet = record.stats("unet.mid_block.resnets.0", step=4)[0]
-    attention = record.stats("unet.mid_block.attentions.0", step=4)[0]
+    resnet = record.stats("unet.mid_block.resnets.0", step=2)[0]
+    attention = record.stats("unet.mid_block.attentions.0", step=2)[0]
     assert attention.mean == pytest.approx(resnet.mean) and attention.std == pytest.approx(resnet.std)
 
 
@@ -188,8 +188,8 @@ def test_prompt_tokens_and_attention_maps_are_recorded(demo_loaded, runs_dir: Pa
 
 def test_zero_residual_bypass_keeps_only_the_shortcut(demo_loaded, runs_dir: Path) -> None:
     module = "unet.up_blocks.1.resnets.0"  # its shortcut maps the skip concatenation to fewer channels
-    plain = _run(demo_loaded, runs_dir, seed=1, steps=6)
-    bypassed = _run(demo_loaded, runs_dir, seed=1, steps=6, bypass=(module,), capture=(module,))
+    plain = _run(demo_loaded, runs_dir, seed=1, steps=4)
+    bypassed = _run(demo_loaded, runs_dir, seed=1, steps=4, bypass=(module,), capture=(module,))
     assert not np.array_equal(_pixels(plain), _pixels(bypassed))
     record = RunRecord(Path(bypassed["run_dir"]))
     row = record.stats(module, step=3)[0]
