@@ -15,6 +15,8 @@ from ghostviewer.record import RunRecord
 from ghostviewer.spec import RunSpec
 from tests.engine.test_runner import assert_no_leftovers
 
+SMALL = {"width": 32, "height": 32}
+
 
 def _run(loaded, runs_dir: Path, prompt: str, fault: str, seed: int = 0, **kwargs) -> dict:
     return execute_run(loaded, RunSpec(prompt=prompt, seed=seed, faults=(fault,), **kwargs), runs_dir)
@@ -29,13 +31,13 @@ def test_every_fault_is_listed_with_where_it_lives() -> None:
 
 
 def test_short_prompt_attention_blanks_short_prompts_only(demo_loaded, runs_dir: Path) -> None:
-    short = _run(demo_loaded, runs_dir, "red circle", "short-prompt-attention")
+    short = _run(demo_loaded, runs_dir, "red circle", "short-prompt-attention", steps=4)
     assert short["verdict"]["label"] in ("nan", "blank")
     anomaly = short["first_anomaly"]
     assert anomaly["module"].startswith(FAULTS["short-prompt-attention"].injected_at)
     assert anomaly["kind"] == "nan" and anomaly["phase"] == "denoise" and anomaly["step"] == 0
     assert np.asarray(Image.open(short["image"])).max() == 0  # written, and black
-    long = _run(demo_loaded, runs_dir, "a red circle on a blue background", "short-prompt-attention")
+    long = _run(demo_loaded, runs_dir, "a red circle on a blue background", "short-prompt-attention", steps=4)
     assert long["verdict"]["label"] == "ok" and long["first_anomaly"] is None
     assert_no_leftovers(demo_loaded.pipe)
 
@@ -51,16 +53,18 @@ def test_nan_latents_hit_about_one_seed_in_ten(demo_loaded, runs_dir: Path) -> N
 @pytest.mark.slow
 def test_fp16_vae_overflow_is_black_in_float16_and_flagged_in_float32(demo_loaded, runs_dir: Path) -> None:
     prompt = "a yellow star on a black background"
-    fp32 = _run(demo_loaded, runs_dir, prompt, "fp16-vae-overflow", steps=6)
+    fp32 = _run(demo_loaded, runs_dir, prompt, "fp16-vae-overflow", steps=2)
     injected = FAULTS["fp16-vae-overflow"].injected_at
     assert fp32["verdict"]["label"] == "ok"  # the image survives in float32 ...
     assert fp32["first_anomaly"]["module"] == injected and fp32["first_anomaly"]["kind"] == "overflow"  # ... barely
     half = load_pipeline("demo", device="cpu", dtype="float32,vae=float16")
-    fp16 = _run(half, runs_dir, prompt, "fp16-vae-overflow", steps=6, dtype="float32,vae=float16")
+    # float16 decodes at 32 px: a float16 convolution on a CPU costs ~1 s a decode at 64 px; the ×16384 overflow
+    # does not depend on the size
+    fp16 = _run(half, runs_dir, prompt, "fp16-vae-overflow", steps=2, dtype="float32,vae=float16", **SMALL)
     assert fp16["verdict"]["label"] in ("nan", "blank")
     assert fp16["first_anomaly"]["module"] == injected and fp16["first_anomaly"]["kind"] == "inf"
     assert fp16["first_anomaly"]["phase"] == "decode"
-    healthy = _run(half, runs_dir, prompt, "unseeded-noise", steps=6, dtype="float32,vae=float16")
+    healthy = _run(half, runs_dir, prompt, "unseeded-noise", steps=2, dtype="float32,vae=float16", **SMALL)
     assert healthy["first_anomaly"] is None
 
 
@@ -75,8 +79,8 @@ def test_inf_trigger_word_only_hits_prompts_with_the_word(demo_loaded, runs_dir:
 
 def test_unseeded_noise_makes_the_same_seed_differ(demo_loaded, runs_dir: Path) -> None:
     prompt = "a blue triangle on an orange background"
-    a = _run(demo_loaded, runs_dir, prompt, "unseeded-noise", seed=9, steps=6)
-    b = _run(demo_loaded, runs_dir, prompt, "unseeded-noise", seed=9, steps=6)
+    a = _run(demo_loaded, runs_dir, prompt, "unseeded-noise", seed=9, steps=4)
+    b = _run(demo_loaded, runs_dir, prompt, "unseeded-noise", seed=9, steps=4)
     assert a["verdict"]["label"] == "ok" and b["verdict"]["label"] == "ok"
     ra, rb = RunRecord(Path(a["run_dir"])), RunRecord(Path(b["run_dir"]))
     assert np.array_equal(ra.tensors("initial_noise")["latents"], rb.tensors("initial_noise")["latents"])
