@@ -173,12 +173,12 @@ def test_engine_process_sweep_command(demo_loaded, tmp_path: Path, runs_dir: Pat
 @pytest.mark.slow
 def test_ray_sweep_gives_the_same_verdicts_as_the_local_one(demo_loaded, runs_dir: Path) -> None:
     ray = pytest.importorskip("ray")
-    local = run_sweep(PROMPTS[:2], "6-7", pipeline=demo_loaded, steps=4, faults=["nan-latents"], runs_dir=runs_dir)
+    local = run_sweep(PROMPTS[:2], "6-7", pipeline=demo_loaded, steps=2, faults=["nan-latents"], runs_dir=runs_dir)
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        remote = run_sweep(PROMPTS[:2], "6-7", source="demo", steps=4, faults=["nan-latents"], runs_dir=runs_dir,
+        remote = run_sweep(PROMPTS[:2], "6-7", source="demo", steps=2, faults=["nan-latents"], runs_dir=runs_dir,
                            ray="auto")
     finally:
         if started_here:
