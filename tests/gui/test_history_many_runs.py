@@ -85,3 +85,24 @@ def test_a_large_indexed_folder_opens_no_record_and_comes_in_two_steps(qtbot, ma
     model.set_runs_dir(many)
     qtbot.waitUntil(lambda: not model.loading, timeout=60_000)
     assert opened == [] and sizes == [FIRST_CHUNK, RUNS] and panel.row_count() == RUNS
+
+
+def test_a_refresh_keeps_the_column_widths_the_filter_and_the_current_row(qtbot, many: Path) -> None:  # noqa: ANN001
+    """The history is a model/view: a refresh resets its rows, and puts back what the user set on them."""
+    list_rows(many, create=True)
+    model = HistoryModel(many)
+    panel = HistoryPanel(model)
+    qtbot.addWidget(panel)
+    model.refresh()
+    qtbot.waitUntil(lambda: not model.loading and panel.row_count() == RUNS, timeout=60_000)
+    panel.tree.setColumnWidth(4, 300)
+    panel.filter.setText("p4")  # p4, p40-p49, p400-p459
+    assert panel.shown_count() == 1 + 10 + 60
+    picked = next(i for i in panel._items() if not i.isHidden() and i.text(4) == "p42")
+    panel.tree.setCurrentItem(picked)
+    model._cache = {}  # every row read again: new row objects, the same folders
+    model.refresh()
+    qtbot.waitUntil(lambda: not model.loading, timeout=60_000)
+    assert panel.tree.columnWidth(4) == 300 and panel.shown_count() == 71
+    assert panel.tree.currentItem() is picked and panel.tree.currentItem().text(4) == "p42"
+    assert panel.tree.topLevelItem(RUNS - 1).isHidden() and not picked.isHidden()

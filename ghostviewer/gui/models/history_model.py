@@ -228,7 +228,7 @@ def _anomaly(value: Any) -> dict | None:
 LARGE_FOLDER = 400  # more entries than this: read off the GUI thread, in chunks
 FIRST_CHUNK, CHUNK = 40, 400  # new records read in the first chunk (a screenful, fast), then in each next one
 SHOW_AT_ONCE = 400  # more new rows than this from one read: the newest FIRST_CHUNK are shown first
-PAINT_MS = 30  # ... and the rest this much later (the window paints the first ones in between)
+# ... and the rest once the worker has made their history lines (the window paints the first ones meanwhile)
 POLL_MS = 1000  # a watched folder is read again this often
 Cache = dict[str, tuple[tuple[int, ...], HistoryRow]]
 CHILD_DETAIL = 200  # a watch study's newest kept calls read as runs (the older ones: from its index alone)
@@ -417,6 +417,19 @@ def bundle_runs(runs_dir: Path) -> list[tuple[Path, str]]:
     return found
 
 
+def _with_lines(read: tuple[list[HistoryRow], Cache, bool], lines: dict[str, tuple[HistoryRow, Any]],
+                upto: int | None = None) -> tuple[list[HistoryRow], Cache, bool, dict]:
+    """The read with the history line of each of its first `upto` rows (all: None), made again only for a row
+    that changed: on the worker, so that thousands of new rows cost the GUI thread nothing to show."""
+    from ghostviewer.gui.models.history_rows import line_of  # it imports this module
+
+    made = {}
+    for row in read[0][:upto]:
+        before = lines.get(row.path)
+        made[row.path] = before if before is not None and before[0] is row else (row, line_of(row, None))
+    return (*read, made)
+
+
 class HistoryModel(QObject):
     changed = Signal()
     watchingChanged = Signal(object)  # the folder now watched (refreshed every POLL_MS), or None
@@ -429,6 +442,8 @@ class HistoryModel(QObject):
         self.broken: list[BrokenEntry] = []  # folders that cannot be read, with why
         self.rows: list[HistoryRow] = []  # runs, studies and unreadable folders, newest first: the panel's rows
         self.live_run: str | None = None
+        self.lines: dict[str, tuple[HistoryRow, Any]] = {}  # row folder -> (row, its history line), made off
+        # the GUI thread with the read (gui/models/history_rows.py; made with no live run)
         self._cache: Cache = {}
         self._reading: Path | None = None  # the folder a background read is reading
         self._worker = Worker(1, latest=True, what="reading the runs folder", expected=(RecordError, OSError),
@@ -446,7 +461,7 @@ class HistoryModel(QObject):
 
     def _set_folder(self, runs_dir: Path) -> None:
         self.runs_dir = Path(runs_dir)
-        self._cache, self._reading = {}, None
+        self._cache, self._reading, self.lines = {}, None, {}
 
     def watch(self, folder: Path, interval_ms: int = POLL_MS) -> None:
         """Show `folder` and read it again every `interval_ms`, off the GUI thread, while a program writes runs
@@ -486,42 +501,39 @@ class HistoryModel(QObject):
         return self._reading is not None
 
     def _read_more(self) -> None:
-        runs_dir, cache = self.runs_dir, dict(self._cache)
+        runs_dir, cache, lines = self.runs_dir, dict(self._cache), dict(self.lines)
         self._reading = runs_dir
         budget = FIRST_CHUNK if not self.rows else CHUNK
-        self._worker.submit(runs_dir, lambda task: scan(runs_dir, cache, budget, task))
+        known = len(self.rows)
 
-    def _on_read(self, runs_dir: Any, result: Any) -> None:
+        def read(task: Task) -> tuple[list[HistoryRow], Cache, bool, dict]:
+            found = scan(runs_dir, cache, budget, task)
+            many = len(found[0]) - known > SHOW_AT_ONCE  # a screenful's lines first, the others' next
+            return _with_lines(found, lines, max(known, FIRST_CHUNK) if many else None)
+
+        self._worker.submit(runs_dir, read)
+
+    def _on_read(self, tag: Any, result: Any) -> None:
+        rest = isinstance(tag, tuple)  # ("lines", folder): the lines of a large read's other rows
+        runs_dir = tag[1] if rest else tag
         if runs_dir != self.runs_dir:
             return  # another folder was chosen meanwhile (its own read is under way)
         if isinstance(result, Exception):
             self._reading = None
             log.warning("cannot read the runs folder %s: %s", runs_dir, result)
             return
-        rows, cache, complete = result
-        if len(rows) - len(self.rows) > SHOW_AT_ONCE:  # thousands of new rows (from the runs index): a screenful first
-            self._show_in_steps(runs_dir, rows, cache, complete, max(len(self.rows), FIRST_CHUNK))
+        rows, cache, complete, lines = result
+        self.lines = lines
+        if not rest and len(rows) - len(self.rows) > SHOW_AT_ONCE:  # thousands of new rows: a screenful first
+            self._reading = runs_dir
+            self._apply(rows[:max(len(self.rows), FIRST_CHUNK)], cache)
+            made = dict(lines)
+            self._worker.submit(("lines", runs_dir), lambda _task: _with_lines((rows, cache, complete), made))
             return
         self._reading = None if complete else runs_dir
         self._apply(rows, cache)
         if not complete:
             self._read_more()
-
-    def _show_in_steps(self, runs_dir: Path, rows: list[HistoryRow], cache: Cache, complete: bool,
-                       shown: int) -> None:
-        """The newest `shown` rows (a screenful) at once, the rest at the next turn of the event loop: the first
-        paint does not wait on the panel making thousands of items; `loading` until all are in."""
-        if runs_dir != self.runs_dir:
-            return  # another folder was chosen meanwhile
-        if shown >= len(rows):
-            self._reading = None if complete else runs_dir
-            self._apply(rows, cache)
-            if not complete:
-                self._read_more()
-            return
-        self._reading = runs_dir
-        self._apply(rows[:shown], cache)
-        QTimer.singleShot(PAINT_MS, self, partial(self._show_in_steps, runs_dir, rows, cache, complete, len(rows)))
 
     def _apply(self, rows: list[HistoryRow], cache: Cache) -> None:
         same = len(rows) == len(self.rows) and all(a is b for a, b in zip(rows, self.rows, strict=True))

@@ -1,0 +1,390 @@
+"""The Runs history as a Qt item model: studies (their member runs as children) and runs, over plain lines.
+
+A Line is what one history row shows — its six texts, tooltips and colours, its folder, kind and final image —
+made from a HistoryModel row by `line_of` (no Qt: the history's worker makes them off the GUI thread, beside
+its read). HistoryRows serves the lines to a QTreeView; the view asks only for the rows on screen, so a
+thumbnail is read only when its row is drawn (at the next turn of the event loop, a few ms of them at a time: a
+page scrolled into view is drawn at once, its thumbnails a moment later). The filter is an index list: the rows
+(and study children) whose texts hold the needle, a study shown when it or one of its runs matches.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import NamedTuple
+
+from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSize, Qt, QTimer
+from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QImage, QPixmap, QStandardItem, QStandardItemModel
+
+from ghostviewer.gui import messages
+from ghostviewer.gui.models.history_model import BrokenEntry, HistoryRow, RunEntry, StudyChild, StudyEntry
+from ghostviewer.gui.models.timeline_model import anomaly_words
+
+STATE_COLOURS = {"ok": "#2e7d32", "done": "#2e7d32", "running": "#1565c0", "watching": "#1565c0",
+                 "incomplete": "#ef6c00",
+                 "cancelled": "#757575", "-": "#757575"}
+BAD_COLOUR = "#c62828"
+WARN_COLOUR = "#a86400"  # the image passed, something inside did not (the verdict badge's "warn")
+UNREADABLE_COLOUR = "#8a8a8a"
+BUNDLE_COLOUR = "#6a1b9a"
+WATCHED_COLOUR = "#00695c"  # a call made by the user's own program
+PATH_ROLE = Qt.ItemDataRole.UserRole
+KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "run", "study", "child" or "broken"
+PROBLEM_ROLE = Qt.ItemDataRole.UserRole + 2  # what cannot be read in the row's folder ("" when nothing)
+IMAGE_ROLE = Qt.ItemDataRole.UserRole + 3  # a run row's final image (its thumbnail)
+SEARCH_ROLE = Qt.ItemDataRole.UserRole + 5  # the row's texts in lower case, as the filter searches them
+HEADERS = ("When", "Result", "Seed", "Steps", "Prompt", "First anomaly")
+COLUMNS = len(HEADERS)
+THUMB_PX = 24
+THUMB_BUDGET_S = 0.008  # thumbnails read at one turn of the event loop, at most this long
+SERVED = frozenset({Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.ForegroundRole,
+                    Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.SizeHintRole, Qt.ItemDataRole.FontRole, PATH_ROLE,
+                    KIND_ROLE, PROBLEM_ROLE, IMAGE_ROLE, SEARCH_ROLE})
+NO_COLOURS: tuple[str | None, ...] = (None,) * COLUMNS
+NO_TIPS: tuple[str, ...] = ("",) * COLUMNS
+
+
+class Line(NamedTuple):
+    path: str
+    kind: str  # "run", "study", "child" or "broken"
+    texts: tuple[str, ...]
+    tips: tuple[str, ...] = NO_TIPS
+    colours: tuple[str | None, ...] = NO_COLOURS
+    problem: str = ""
+    image: str | None = None
+    children: tuple[Line, ...] = ()
+    search: str = ""  # the texts in lower case, as the filter searches them
+
+    @property
+    def bold(self) -> bool:  # a study's prompt column
+        return self.kind == "study"
+
+
+def when_words(created: str) -> str:
+    """'11-30 08:43' from an ISO time (in local time when it names its zone): the date and the time, always."""
+    try:
+        t = datetime.fromisoformat(created).astimezone()
+        return f"{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d}"  # strftime costs 4× this (10,000 rows)
+    except ValueError:
+        return f"{created[5:10]} {created[11:16]}".strip()
+
+
+def time_words(created: str) -> str:
+    """'08:43:07' (local time): a study child's, under its study's date."""
+    try:
+        t = datetime.fromisoformat(created).astimezone()
+        return f"{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+    except ValueError:
+        return created[11:19]
+
+
+def state_colour(state: str) -> str:
+    return WARN_COLOUR if state.startswith("ok · ") else STATE_COLOURS.get(state, BAD_COLOUR)
+
+
+def live_sensitive(row: HistoryRow) -> bool:
+    """The row's words depend on which run is live (it may be 'running' or 'incomplete')."""
+    if isinstance(row, RunEntry):
+        return row.status in ("running", "interrupted")
+    return isinstance(row, StudyEntry) and row.status == "running" and row.kind != "watch"
+
+
+def line_of(row: HistoryRow, live_run: str | None) -> Line:
+    if isinstance(row, StudyEntry):
+        return _study_line(row, live_run)
+    if isinstance(row, BrokenEntry):
+        return _broken_line(row)
+    return _run_line(row, live_run)
+
+
+def _searched(line: Line) -> Line:
+    return line._replace(search=" ".join(line.texts).lower())
+
+
+def _run_line(entry: RunEntry, live_run: str | None, when: str | None = None, call: str | None = None,
+              path: str | None = None, tip0: str | None = None) -> Line:
+    """`when`, `call`: a study's child (a watch study's kept call: its time, "call 7")."""
+    state = entry.state(live_run)
+    changes = f"[{' · '.join(entry.changes)}] " if entry.changes else ""
+    tag = f"[bundle {entry.bundle}] " if entry.bundle else ""
+    source = f"{call} · " if call else f"[{entry.source}] " if entry.source else ""
+    anomaly = anomaly_words(entry.first_anomaly)
+    warning = "⚠ " if entry.problem else ""
+    texts = (when_words(entry.created) if when is None else when, warning + state, str(entry.seed),
+             str(entry.steps), source + tag + changes + entry.prompt, anomaly)
+    origin = f"\nfrom the bug report {entry.bundle} (a read-only copy in {Path(entry.path).parents[1]})" \
+        if entry.bundle else ""
+    where = f"\n{entry.source}: a call made by that program, recorded by its watcher" if entry.source else ""
+    why = "\n".join(filter(None, (entry.problem, entry.error))) or entry.path
+    prompt = f"[{entry.source}] " * bool(entry.source) + changes + entry.prompt + origin + where
+    tips = (entry.created if tip0 is None else tip0, why, "", "", prompt,
+            f"first anomaly: {anomaly}" if anomaly else "no anomaly")
+    colours = (None, state_colour(state), None, None,
+               WARN_COLOUR if entry.changes else BUNDLE_COLOUR if entry.bundle else WATCHED_COLOUR if entry.source
+               else None, BAD_COLOUR if anomaly else None)
+    return Line(entry.path if path is None else path, "run" if when is None else "child", texts, tips, colours,
+                entry.problem, entry.image, search=" ".join(texts).lower())
+
+
+def _broken_line(entry: BrokenEntry) -> Line:
+    folder = Path(entry.path)
+    short = entry.problem.replace(str(folder.resolve()), folder.name).replace(str(folder), folder.name)
+    texts = (when_words(entry.created), entry.state(), "", "", messages.HISTORY_UNREADABLE.format(problem=short), "")
+    tip = f"{entry.problem}\n{entry.path}"
+    return _searched(Line(entry.path, "broken", texts, (tip,) * COLUMNS, (UNREADABLE_COLOUR,) * COLUMNS,
+                          entry.problem))
+
+
+def _study_line(study: StudyEntry, live_run: str | None) -> Line:
+    state = study.state(live_run)
+    watch = study.kind == "watch"
+    kind = f"{study.kind} {study.source}" if study.source else study.kind
+    if watch:  # the failures in sight in a narrow dock; what the study is doing said in words
+        kind = f"{'watching' if state == 'watching' else 'watch'} {study.source}" + \
+            (f" ({state})" if state not in ("watching", "done") else "")
+    text = f"{kind}: {study.result}" if study.result else kind
+    result = f"{study.failed}/{study.progress} failed" if watch and study.progress != "0" else state
+    texts = (when_words(study.created), result, "", study.progress, text, "")
+    tip1 = "\n".join(filter(None, (f"{state}: {study.result}" if watch else "", study.error, study.path)))
+    if watch:
+        tip3 = f"{study.progress} calls watched"
+        tip4 = (f"the calls of {study.source} (watch study {study.study_id}, {state}): {study.result}\n"
+                "its children are the calls whose full record was kept")
+    else:
+        tip3, tip4 = f"{study.progress} runs done", f"{study.kind} study {study.study_id}: {study.result}"
+    colours = (None, (BAD_COLOUR if study.failed else STATE_COLOURS["ok"]) if result != state else state_colour(state),
+               None, None, BAD_COLOUR if study.failed else STATE_COLOURS["watching"] if state == "watching" else None,
+               None)
+    children = tuple(_child_line(child) for child in study.children)
+    return _searched(Line(study.path, "study", texts, (study.created, tip1, "", tip3, tip4, ""), colours,
+                          children=children))
+
+
+def _child_line(child: StudyChild) -> Line:
+    if child.run is not None:  # a watch study's kept call, read as a run
+        return _run_line(child.run, None, when=time_words(child.run.created), call=child.label, path=child.path,
+                         tip0=f"#{child.position} · {child.run.created}")
+    state = child.state()
+    seed = "" if child.seed is None else str(child.seed)
+    texts = (f"#{child.position}", state, seed, "", f"{child.role}: {child.label}", "")
+    return _searched(Line(child.path, "child", texts, ("", child.path, "", "", child.label, ""),
+                          (None, state_colour(state), None, None, None, None)))
+
+
+_BRUSHES: dict[str, QBrush] = {}
+
+
+def _brush(colour: str) -> QBrush:
+    brush = _BRUSHES.get(colour)
+    if brush is None:
+        brush = _BRUSHES[colour] = QBrush(QColor(colour))
+    return brush
+
+
+def _under(run: str, folder: str) -> bool:
+    return run == folder or run.startswith(folder + os.sep)
+
+
+class HistoryRows(QStandardItemModel):
+    """The lines as a two-level tree of the shown rows (the filter's index list). It holds no item for a row: a
+    standard model of that many empty rows (an item only for a study with runs, to hold their empty rows) keeps
+    the view's layout of thousands of rows in C++ (a Python model's index() and hasChildren() for each row cost
+    ~100 ms at 10,000), and data() serves the lines, for the rows drawn only."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.lines: list[Line] = []
+        self.needle = ""
+        self._shown: list[int] = []  # the places in `lines` of the rows shown, in order
+        self._shown_children: dict[int, list[int]] = {}  # a study's shown children (filtered); absent: all
+        self._row_of: dict[int, int] = {}  # place in `lines` -> shown row (filtered); empty: the same
+        self._top: dict[str, int] = {}  # a row's folder -> its place in `lines`
+        self._child: dict[str, tuple[int, int]] = {}  # a study child's folder -> (its study's place, its place)
+        self.row_size = QSize(THUMB_PX, THUMB_PX + 2)
+        self._thumbs: dict[str, QIcon | None] = {}  # final image → its thumbnail (None: unreadable); never changes
+        self._waiting: dict[str, list[QPersistentModelIndex]] = {}  # images to read, for the rows drawn
+        self._reader = QTimer(self, singleShot=True, interval=0)
+        self._reader.timeout.connect(self._read_thumbnails)
+        self._bold = QFont()
+        self._bold.setBold(True)
+        self.setColumnCount(COLUMNS)  # from the start, and always: the header keeps its widths through resets
+
+    # -- contents ---------------------------------------------------------------------------------------
+    def set_lines(self, lines: list[Line]) -> None:
+        self.lines = lines
+        self._top = {}
+        self._child = {}
+        for place, line in enumerate(lines):
+            self._top.setdefault(line.path, place)
+            for j, child in enumerate(line.children):
+                self._child.setdefault(child.path, (place, j))
+        self._select()
+        self._lay_out()
+
+    def set_needle(self, needle: str) -> None:
+        self.needle = needle
+        self._select()
+        self._lay_out()
+
+    def _lay_out(self) -> None:
+        """Empty rows for the shown lines (a reset: the view lays them out again, in C++)."""
+        self.beginResetModel()
+        self.blockSignals(True)  # the rows made inside one reset
+        try:
+            self.setRowCount(0)
+            self.setRowCount(len(self._shown))
+            for row, place in enumerate(self._shown):
+                children = self.lines[place].children
+                if children:
+                    kids = self._shown_children.get(place)
+                    item = QStandardItem()
+                    item.setColumnCount(COLUMNS)
+                    item.setRowCount(len(children) if kids is None else len(kids))
+                    self.setItem(row, 0, item)
+        finally:
+            self.blockSignals(False)
+        self.endResetModel()
+
+    def _select(self) -> None:
+        needle = self.needle
+        self._shown_children = {}
+        if not needle:
+            self._shown, self._row_of = list(range(len(self.lines))), {}
+            return
+        shown: list[int] = []
+        for place, line in enumerate(self.lines):
+            own = needle in line.search
+            if line.children and not own:
+                kids = [j for j, child in enumerate(line.children) if needle in child.search]
+                if kids:
+                    self._shown_children[place] = kids
+                    shown.append(place)
+            elif own:
+                shown.append(place)
+        self._shown = shown
+        self._row_of = {place: row for row, place in enumerate(shown)}
+
+    def thumbnail(self, path: str | None) -> QIcon | None:
+        """The image's thumbnail, read now if it was not (None: no image, or unreadable)."""
+        if not path:
+            return None
+        if path not in self._thumbs:
+            image = QImage(path)
+            self._thumbs[path] = None if image.isNull() else QIcon(QPixmap.fromImage(image.scaled(
+                THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)))
+        return self._thumbs[path]
+
+    def _thumbnail_later(self, path: str, index: QModelIndex | QPersistentModelIndex) -> QIcon | None:
+        """The thumbnail if read; else it is read at the next turn of the event loop (THUMB_BUDGET_S at a turn:
+        a page scrolled into view does not wait on its images) and its row drawn again."""
+        if path in self._thumbs:
+            return self._thumbs[path]
+        self._waiting.setdefault(path, []).append(QPersistentModelIndex(index))
+        self._reader.start()
+        return None
+
+    def _read_thumbnails(self) -> None:
+        start = time.perf_counter()
+        while self._waiting and time.perf_counter() - start < THUMB_BUDGET_S:
+            path = next(iter(self._waiting))
+            indexes = self._waiting.pop(path)
+            if self.thumbnail(path) is None:
+                continue
+            for index in indexes:
+                if index.isValid():
+                    self.dataChanged.emit(index, index, [Qt.ItemDataRole.DecorationRole])
+        if self._waiting:
+            self._reader.start()
+
+    # -- where rows are ---------------------------------------------------------------------------------
+    def place(self, path: str) -> tuple[int, int] | None:
+        """(the row's place in `lines`, -1) or (its study's place, the child's place), or None."""
+        if path in self._top:
+            return self._top[path], -1
+        return self._child.get(path)
+
+    def is_shown(self, top: int, child: int = -1) -> bool:
+        if self.needle:
+            if top not in self._row_of:
+                return False
+            kids = self._shown_children.get(top)
+            return child < 0 or kids is None or child in kids
+        return 0 <= top < len(self.lines)
+
+    def index_at(self, top: int, child: int = -1, column: int = 0) -> QModelIndex:
+        """The index of a line (shown) or an invalid one."""
+        if not self.is_shown(top, child):
+            return QModelIndex()
+        row = self._row_of.get(top, top) if self.needle else top
+        if child < 0:
+            return self.index(row, column)
+        kids = self._shown_children.get(top)
+        return self.index(child if kids is None else kids.index(child), column, self.index(row, 0))
+
+    def index_of(self, path: str | None, column: int = 0) -> QModelIndex:
+        where = None if path is None else self.place(path)
+        return QModelIndex() if where is None else self.index_at(*where, column)
+
+    def line(self, index: QModelIndex | QPersistentModelIndex) -> Line | None:
+        place = self.place_of(index)
+        if place is None:
+            return None
+        top, child = place
+        return self.lines[top] if child < 0 else self.lines[top].children[child]
+
+    def place_of(self, index: QModelIndex | QPersistentModelIndex) -> tuple[int, int] | None:
+        if not index.isValid():
+            return None
+        parent = index.parent()
+        if not parent.isValid():
+            return (self._shown[index.row()] if self.needle else index.row()), -1
+        top = self._shown[parent.row()] if self.needle else parent.row()
+        kids = self._shown_children.get(top)
+        return top, index.row() if kids is None else kids[index.row()]
+
+    # -- the model's data ----------------------------------------------------------------------------
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> object:  # noqa: N802
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and section < COLUMNS:
+            return HEADERS[section]
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if role not in SERVED:  # most of what a paint asks (alignment, background, check state...): at once
+            return None
+        line = self.line(index)
+        if line is None:
+            return None
+        if role == Qt.ItemDataRole.DecorationRole:  # asked for the rows drawn only
+            return self._thumbnail_later(line.image, index) if index.column() == 0 and line.image else None
+        return self.line_data(line, index.column(), role)
+
+    def line_data(self, line: Line, column: int, role: int) -> object:
+        if role == Qt.ItemDataRole.DisplayRole:
+            return line.texts[column]
+        if role == Qt.ItemDataRole.DecorationRole:
+            return self.thumbnail(line.image) if column == 0 and line.image else None
+        if role == Qt.ItemDataRole.ForegroundRole:
+            colour = line.colours[column]
+            return _brush(colour) if colour else None
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return line.tips[column] or None
+        if role == Qt.ItemDataRole.SizeHintRole:
+            return self.row_size if column == 0 else None
+        if role == Qt.ItemDataRole.FontRole:
+            return self._bold if column == 4 and line.bold else None
+        if column != 0:
+            return None
+        if role == PATH_ROLE:
+            return line.path
+        if role == KIND_ROLE:
+            return line.kind
+        if role == PROBLEM_ROLE:
+            return line.problem
+        if role == IMAGE_ROLE:
+            return line.image
+        if role == SEARCH_ROLE:
+            return line.search
+        return None
