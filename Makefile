@@ -21,8 +21,8 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(BIN)/ghostviewer
 
-# In parallel (pytest-xdist; TEST_WORKERS=0 runs it serially). Timing-sensitive tests and those driving the real
-# engine through the window share one worker, one at a time (the "timing" xdist_group, tests/conftest.py); each
+# In parallel (pytest-xdist; TEST_WORKERS=0 runs it serially). Timing-sensitive tests run one at a time in the
+# "timing" xdist_group, the windows driving the real engine in the "live-engine" one (tests/conftest.py); each
 # worker's torch keeps to one thread.
 TEST_WORKERS ?= auto
 test: $(STAMP)

@@ -101,12 +101,13 @@ TIMING_SENSITIVE = (
     "tests/record/test_interrupted.py",
     "tests/gui/test_stat_plot_thread.py",
     "tests/engine/test_loading.py",
-    "tests/engine/test_sweep.py::test_ray_sweep_gives_the_same_verdicts_as_the_local_one",
 )
 # The window driving the real engine process: reliable alone, but two of them at once on two cores race (a finished
-# run's timeline still loading when the next test scrubs it), so they join the timing group: one at a time.
+# run's timeline still loading when the next test scrubs it): one at a time, in a group of their own that runs beside
+# the timing group (the two together on one worker made that worker the whole suite's critical path).
 LIVE_ENGINE = "tests/gui/live/"
 TIMING_GROUP = "timing"
+LIVE_GROUP = "live-engine"
 
 
 def _uses_a_module_fixture(item: pytest.Item) -> bool:
@@ -123,7 +124,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         live = file.startswith(LIVE_ENGINE)
         if live:
             item.add_marker(pytest.mark.live_engine)
-        if live or file in TIMING_SENSITIVE or f"{file}::{item.originalname}" in TIMING_SENSITIVE:
+        if live:
+            item.add_marker(pytest.mark.xdist_group(LIVE_GROUP))
+        elif file in TIMING_SENSITIVE or f"{file}::{item.originalname}" in TIMING_SENSITIVE:
             item.add_marker(pytest.mark.xdist_group(TIMING_GROUP))
         elif _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(file))
