@@ -154,7 +154,7 @@ def test_a_healthy_call_leaves_a_summary_row_and_the_kept_lookup_reads_as_a_fres
     assert all(r["verdict"]["label"] == "ok" and not r["kept"] for r in healthy)
     assert healthy[0]["baseline"] == healthy[1]["baseline"] and healthy[0]["baseline"]["match"] == "exact"
     study = StudyRecord(watcher.summary()["study_dir"])
-    assert [p.name for p in study.runs_dir.iterdir()] == sorted(Path(r["run_dir"]).name for r in watcher.runs[2:])
+    assert sorted(p.name for p in study.runs_dir.iterdir()) == sorted(Path(r["run_dir"]).name for r in watcher.runs[2:])
     with sqlite3.connect(study.path / "study.sqlite") as conn:
         rows = conn.execute("SELECT key, role, run_dir, status, verdict, first_anomaly, note FROM runs "
                             "WHERE role = 'summary'").fetchall()
