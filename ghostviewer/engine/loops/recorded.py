@@ -74,6 +74,30 @@ def recorded_call(record: RunRecord) -> Any:
     return RecordedCall.of(record)
 
 
+def missing_components(call: Any, loaded: LoadedPipeline, given: bool = False) -> str | None:
+    """Why a watched call cannot be re-issued on `loaded`, in one line: a component the call's pipeline had (a
+    ControlNet, an image encoder) that this one lacks — a watched call's record names the folder its pipeline came
+    from, not where a component added in memory came from. None when every recorded component is there. `given`:
+    the pipeline was passed as pipeline= (else it was loaded from the recorded source)."""
+    try:
+        record = RunRecord(call.run_dir)
+        recorded = (record.environment.get("pipeline") or {}).get("components") or {}
+    except RecordError:
+        return None
+    present = {name for name, value in (getattr(loaded.pipe, "components", None) or {}).items() if value is not None}
+    missing = [(name, str(c.get("class"))) for name, c in recorded.items()
+               if isinstance(c, dict) and c.get("class") and name not in present]
+    if not missing:
+        return None
+    cls = call.pipeline_class.rsplit(".", 1)[-1] or "pipeline"
+    parts = ", ".join(f"a {name} ({kind})" for name, kind in missing)
+    name, kind = missing[0]
+    where = "the pipeline passed as pipeline= has none" if given else \
+        f"the record names {loaded.source} only, not where it came from"
+    return (f"run {record.run_id}: its {cls} call had {parts}; {where}. Re-run it from Python on the pipeline "
+            f"the call was made on: pipeline=pipe (e.g. {cls}.from_pipe(pipe, {name}={kind}.from_pretrained(FOLDER)))")
+
+
 def _check_reissuable(name: str, record: RunRecord, settings: RunSpec) -> None:
     """A watched run is re-run by re-issuing its recorded call, not from its settings: they need only hold the
     values a re-run's own record takes (its kind, batch and strength are the call's)."""
@@ -136,6 +160,9 @@ class PipelineCache:
             return loaded
         from ghostviewer.engine.watch.reissue import as_recorded_class
 
+        refusal = missing_components(self.call, loaded, given=self.pipeline is not None)
+        if refusal:
+            raise GhostError(refusal)
         return as_recorded_class(loaded, self.call)
 
     def execute(self, loaded: LoadedPipeline, settings: RunSpec, runs_dir: Path, cancel: Any = None,
