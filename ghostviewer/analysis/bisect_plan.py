@@ -27,14 +27,14 @@ drift the suspect is the innermost bypassable block around M (`innermost`), bypa
 patching (engine.patching), which restores healthy values instead of removing a block, is the check that
 carries weight.
 
-Time. When the first anomaly is at denoising step k > 0, a bypass at every step changes steps 0 … k−1 too, and
-a fault that depends on the trajectory (a user's hook that fires once the latents grow past a threshold) then
-never fires: any bypass looks like a cure. So bisection bypasses from step k first (`MODULE@k:`), which keeps the
+Time. When the first anomaly is at denoising step k > 0, a bypass at every step changes steps 0 … k−1 too, and a
+fault that depends on the trajectory (a user's hook that fires once the latents grow past a threshold) then never
+fires: any bypass looks like a cure. So bisection bypasses from step k first (`MODULE@k:`), which keeps the
 trajectory up to the failure as it was; the blocks that ran only after the anomaly in step k (`after_in_step`)
-cannot have caused it there and are not candidates of that search. Only when no block bypassed from step k
-explains the failure does it bypass whole runs, and a block named then that runs after the anomaly in its step
-is named only when activation patching confirms it.
-"""
+cannot have caused it there and are not candidates of that search. When no block bypassed from step k explains the
+failure, the fault may be fed by an earlier step's output (the latents a block left at step k − 1): bypasses start
+from k − 1, then k − 2, every block a candidate. Only then does it bypass whole runs, and a block named then that
+runs after the anomaly in its step is named only when activation patching confirms it. """
 
 from __future__ import annotations
 

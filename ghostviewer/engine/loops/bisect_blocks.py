@@ -25,14 +25,18 @@ the initial noise), or bypassing the last suspect alone does not remove the symp
 `reason` names the first anomaly. A named culprit is then checked by activation patching when a reference
 exists (engine.patching); otherwise `patching` is null and `patching_note` says why.
 
-Time and users' faults (analysis.bisect_plan, "Time"). The first anomaly's own block and its parent are tried
-alone before any halving. With the first anomaly at denoising step k > 0 every bypass is from step k
-(`MODULE@k:`, `from_step` in the trail and the result), the blocks that ran only after the anomaly in its step
-left out; whole runs come only when that finds nothing, and a block named then that runs after the anomaly is
-kept only when patching confirms it (else `rejected_culprit` and a reason). A suspect that encloses bypassable
-blocks is split: when its inner blocks bypassed together remove the symptom, ddmin finds the fewest that do, and
-two or more are "more than one block" (`culprit` null, `culprits` named). Without a fault-free reference, the
-culprit is patched from the bad run's own step k − 1 (engine.loops.step_patch), or from the next seed.
+Time and users' faults (analysis.bisect_plan, "Time"). The first anomaly's own block and its parent are tried alone
+before any halving. With the first anomaly at denoising step k > 0 every bypass is from step k (`MODULE@k:`,
+`from_step` in the trail and the result), the blocks that ran only after the anomaly in its step left out. When
+that finds no confirmed culprit, bypasses start from k − 1, then k − 2 (FALLBACK_STEPS; every block, since its
+output at an earlier step feeds step k: a fault fed by the latents), and whole runs come only after that
+(`searched_from` lists the starts in order; each trail entry has its `from_step`). A block named by a bypass that
+reaches back before step k and that runs after the anomaly in its step is kept only when patching confirms it (else
+`rejected_culprit` and a reason); patching then starts from the step its bypass started from. A suspect that
+encloses bypassable blocks is split: when its inner blocks bypassed together remove the symptom, ddmin finds the
+fewest that do, and two or more are "more than one block" (`culprit` null, `culprits` named). Without a fault-free
+reference, the culprit is patched from the bad run's own step k − 1 (engine.loops.step_patch), or from the next
+seed.
 
 Everything is recorded as a `bisect` study: the bad run (role "bad", where it lies), each re-run ("trial"),
 and the patching runs ("reference", "patched"). Progress goes to `on_progress` as small dicts, live.
@@ -67,6 +71,8 @@ from ghostviewer.engine.tracing.blocks import discover_blocks
 from ghostviewer.record import StudyWriter
 from ghostviewer.spec import RunSpec
 from ghostviewer.spec.bypass import BypassSpec
+
+FALLBACK_STEPS = 2  # bypasses from k − 1 and k − 2 before whole runs: a fault fed by the previous steps' outputs
 
 
 def _fully_bypassed(specs: tuple[str, ...]) -> list[str]:
@@ -103,9 +109,10 @@ def _not_single_reason(suspect: str, symptom: Symptom, suspects: list[str]) -> s
     )
 
 
-def _late_reason(block: str, symptom: Symptom) -> str:
+def _late_reason(block: str, symptom: Symptom, start: int | None) -> str:
+    when = "at every step" if start is None else f"from step {start} on"
     return (
-        f"bypassing {block} at every step removes the symptom, but {block} runs after the first anomaly, "
+        f"bypassing {block} {when} removes the symptom, but {block} runs after the first anomaly, "
         f"{describe_anomaly(symptom.anomaly or {})}, in its step, and activation patching does not confirm it: the "
         "bypass most likely changed the trajectory before the failure, so it is not named"
     )
@@ -243,12 +250,11 @@ def _search(
         return suspect, None, {}
     step = anomaly.get("step")
     first = enclosing(suspects, str(anomaly.get("module")))[:2]
-    searches: list[tuple[int | None, list[str]]] = []
-    if anomaly.get("phase") == "denoise" and isinstance(step, int) and step > 0:
-        searches.append((step, [s for s in suspects if s not in after]))
-    searches.append((None, suspects))
+    searches = _starts(_denoise_step(symptom), suspects, after)
     gone_by_start: list[tuple[int | None, list[str], list[list[str]]]] = []
-    for start, pool in searches:
+    for index, (start, pool) in enumerate(searches):
+        if index:  # the trail says how far back it went: each entry's from_step (absent: the whole run)
+            trials.emit({"event": "fallback", "from_step": start, "trial": len(trials.entries)})
         gone: list[list[str]] = []
         suspect = _halve(trials, settings, pool, first, start, study, total, gone)
         gone_by_start.append((start, pool, gone))
@@ -259,7 +265,7 @@ def _search(
         if len(narrowed) > 1:
             return None, _several_reason(narrowed, start, symptom), {"culprits": narrowed, **extra}
         suspect = narrowed[0]
-        if start is None and suspect in after:
+        if start != step and suspect in after:  # found by a bypass that reaches back before the anomaly's step
             extra["needs_patching"] = True
         trail = trials.trail()
         # Bypassing half a model nearly always spoils the image: re-runs that all come out healthy more likely
@@ -273,17 +279,36 @@ def _search(
         if len(several) > 1:
             return None, _several_reason(several, start, symptom), {"culprits": several, "from_step": start}
         if len(several) == 1:
-            return several[0], None, {"from_step": start} if start is not None else {}
+            late = {"needs_patching": True} if start != step and several[0] in after else {}
+            return several[0], None, {"from_step": start, **late} if start is not None else late
     last = trials.trail()[-1]["bypassed"] if trials.trail() else suspects[:1]
     return None, _not_single_reason(last[0] if last else suspects[0], symptom, suspects), {}
 
 
-def _patching(trials: Trials, settings: RunSpec, culprit: str, rows: list[Any]) -> dict[str, Any]:
+def _starts(step: Any, suspects: list[str], after: set[str]) -> list[tuple[int | None, list[str]]]:
+    """The steps bypasses start from, in order, each with its pool of suspects: the first anomaly's step k (the
+    blocks that ran after the anomaly in step k left out), then k − 1 … k − FALLBACK_STEPS (every block: its output
+    of an earlier step feeds step k), then whole runs (None)."""
+    if not isinstance(step, int) or step <= 0:
+        return [(None, suspects)]
+    starts: list[tuple[int | None, list[str]]] = [(step, [s for s in suspects if s not in after])]
+    starts += [(start, suspects) for start in range(step - 1, max(step - FALLBACK_STEPS, 1) - 1, -1)]
+    return [*starts, (None, suspects)]
+
+
+def _denoise_step(symptom: Symptom) -> int | None:
+    anomaly = symptom.anomaly or {}
+    return anomaly.get("step") if anomaly.get("phase") == "denoise" and not symptom.judges_drift else None
+
+
+def _patching(trials: Trials, settings: RunSpec, culprit: str, rows: list[Any],
+              from_step: int | None = None) -> dict[str, Any]:
     """Activation patching of the culprit: from the fault-free settings (ghost-lab faults), else from the bad
-    run's own healthy step (first anomaly at step k > 0), else from the same settings with the next seed."""
+    run's own healthy step (the step before the one its bypass started from, or before the first anomaly's step
+    k > 0), else from the same settings with the next seed."""
     reference, note = default_reference(settings)
     anomaly = trials.symptom.anomaly or {}
-    step = anomaly.get("step")
+    step = from_step if from_step is not None else anomaly.get("step")
     try:
         if reference is not None:
             return {"patching": patch_with(trials, settings, culprit, reference, note)}
@@ -341,9 +366,9 @@ def bisect_run(
         try:
             culprit, reason, found = _search(trials, settings, suspects, study, total, after, ran)
             if culprit is not None:
-                extra = _patching(trials, settings, culprit, rows)
+                extra = _patching(trials, settings, culprit, rows, found.get("from_step"))
                 if found.pop("needs_patching", False) and not _confirmed(extra):
-                    reason = _late_reason(culprit, symptom)
+                    reason = _late_reason(culprit, symptom, found.get("from_step"))
                     extra["rejected_culprit"], culprit = culprit, None
             extra.update(found)
         except BisectionCancelled:
@@ -360,6 +385,7 @@ def bisect_run(
             "candidates": len(suspects),
             "candidate_blocks": suspects,
             "budget": total,
+            "searched_from": [s for s, _pool in _starts(_denoise_step(symptom), suspects, after)],
             **extra,
         }
         if status == "cancelled":
