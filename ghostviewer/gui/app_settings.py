@@ -45,6 +45,19 @@ def _forget_ghost(settings: QSettings) -> None:
         settings.setValue("prompt", json.dumps(prompt))
 
 
+INPUTS_FOLDER = "inputs"  # beside the settings file: masks painted in the window (a run keeps its own copy)
+
+
+def inputs_dir(settings_file: Path | None = None) -> Path:
+    """Where the window keeps the input files it makes: beside the settings file (GHOSTVIEWER_SETTINGS, else the
+    user's GhostViewer settings), never in the runs folder."""
+    if settings_file is None:
+        named = os.environ.get("GHOSTVIEWER_SETTINGS")
+        settings_file = Path(named) if named else Path(QSettings(
+            QSettings.Format.IniFormat, QSettings.Scope.UserScope, "ghostviewer", "ghostviewer").fileName())
+    return settings_file.parent / INPUTS_FOLDER
+
+
 class AppSettings:
     def __init__(self, path: str | Path | None = None) -> None:
         path = path or os.environ.get("GHOSTVIEWER_SETTINGS")
@@ -89,6 +102,10 @@ class AppSettings:
 
     def set_runs_dir(self, path: Path) -> None:
         self.set_json("runs_dir", str(path))
+
+    # -- files the window makes for a run (painted masks) ---------------------------------------------
+    def inputs_dir(self) -> Path:
+        return inputs_dir(Path(self.qsettings.fileName()))
 
     # -- Watch folder -------------------------------------------------------------------------------
     def watch_folder(self) -> tuple[Path | None, bool]:

@@ -1,21 +1,24 @@
-"""Prompt panel: prompt, negative, seed (lock, randomise), steps, guidance, size, scheduler, ghost; bound to
-PromptModel both ways. The fields scroll when the dock is short; the Run button stays below them, always in
-view, and says what the next run will change in the pipeline (ghost, bypasses, captures). The Run button only
-asks; the controller queues."""
+"""Prompt panel: prompt, negative, seed (lock, randomise), steps, guidance, size, scheduler, ghost, and the call's
+inputs in a section closed until used (an image file dropped on the panel makes the run img2img, a second one its
+mask: inpaint; widgets/call_inputs_editor.py); bound to PromptModel both ways. The fields scroll when the dock is
+short; the Run button stays below them, always in view, and says what the next run will change in the pipeline
+(ghost, bypasses, captures). The Run button only asks; the controller queues."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QResizeEvent, QValidator
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QResizeEvent, QValidator
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QComboBox,
+    QDockWidget,
     QDoubleSpinBox,
     QFormLayout,
     QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMainWindow,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
@@ -31,6 +34,8 @@ from ghostviewer.gui import messages
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.pipeline_model import PipelineModel
 from ghostviewer.gui.models.prompt_model import FAMILY_GUIDANCE, PromptModel, intervention_words
+from ghostviewer.gui.widgets.call_inputs_editor import CallInputsEditor
+from ghostviewer.gui.widgets.input_slot import dropped_images
 from ghostviewer.spec.seeds import MAX_SEED
 
 RUN_TEXT = "Run  (Ctrl+Enter)"
@@ -124,13 +129,19 @@ class PromptPanel(QWidget):
         form.addRow("Guidance", self.guidance)
         form.addRow("Size (w×h)", size_row)
         form.addRow("Scheduler", self.scheduler)
-        form.addRow("Ghost", self.fault)
+        self.inputs = CallInputsEditor(model)
+        ghost_row = QHBoxLayout()
+        ghost_row.addWidget(self.fault, 1)
+        ghost_row.addWidget(self.inputs.header)  # the inputs' toggle: a closed section costs no row
+        form.addRow("Ghost", ghost_row)
         fields = QWidget()
         column = QVBoxLayout(fields)
         column.setContentsMargins(0, 0, 0, 0)
         column.addWidget(self.prompt)
         column.addLayout(form)
+        column.addWidget(self.inputs)
         column.addStretch(1)
+        self.setAcceptDrops(True)
         self.scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)  # a narrow dock scrolls
         self.scroll.setWidget(fields)
@@ -155,6 +166,8 @@ class PromptPanel(QWidget):
         self.fault.currentIndexChanged.connect(
             lambda i: model.update(fault=self.fault.itemData(i) or "") if i >= 0 else None)
         self.run_button.clicked.connect(self.runRequested)
+        self.inputs.header.toggled.connect(self._fit_dock)
+        self._closed_heights: dict[QDockWidget, int] = {}  # the left column's docks before the inputs opened
         model.changed.connect(self._sync)
         pipeline.changed.connect(self._sync_schedulers)
         pipeline.changed.connect(self._sync_faults)
@@ -226,6 +239,40 @@ class PromptPanel(QWidget):
             self.run_text, Qt.TextElideMode.ElideRight, max(room, 40))
         if self.run_button.text() != text:
             self.run_button.setText(text)
+
+    def _fit_dock(self, opened: bool) -> None:
+        """The inputs opened: the Prompt dock grows toward the fields' height (as far as its column lets it, the
+        rest scrolls); closed: the column's docks go back to their heights before."""
+        dock = self.parentWidget()
+        while dock is not None and not isinstance(dock, QDockWidget):
+            dock = dock.parentWidget()
+        window = dock.parentWidget() if dock is not None else None
+        if dock is None or not isinstance(window, QMainWindow) or dock.isFloating() or not self.isVisible():
+            return
+        if opened:
+            area = window.dockWidgetArea(dock)
+            self._closed_heights = {d: d.height() for d in window.findChildren(QDockWidget)
+                                    if window.dockWidgetArea(d) == area and d.isVisible() and not d.isFloating()}
+            wanted = dock.height() + self.scroll.widget().sizeHint().height() - self.scroll.viewport().height()
+            window.resizeDocks([dock], [wanted], Qt.Orientation.Vertical)
+        elif self._closed_heights:
+            docks = [d for d in self._closed_heights if d.isVisible() and not d.isFloating()]
+            window.resizeDocks(docks, [self._closed_heights[d] for d in docks], Qt.Orientation.Vertical)
+            self._closed_heights = {}
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name
+        if dropped_images(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()  # a pipeline folder, a run, a prompt list: the window opens it
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt's name
+        images = dropped_images(event)
+        if images:
+            self.inputs.drop_images(images)
+            event.acceptProposedAction()
+        else:
+            event.ignore()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
