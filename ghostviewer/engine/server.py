@@ -7,7 +7,8 @@ Commands (an optional "id" is echoed in every event the command causes):
   {"cmd": "load", "source": "demo", "device": "auto", "dtype": null, "allow_pickle": false}
   {"cmd": "run", "settings": {...RunSpec...}, "runs_dir": "..."}
   {"cmd": "cancel", "run": ID}                    at once, even mid-run; "run": that run command's id
-  {"cmd": "decode", "run_dir": "...", "step": 3, "tensor": "latents"|"x0"}
+  {"cmd": "decode", "run_dir": "...", "step": 3, "tensor": "latents"|"x0", "sample": 0}   sample: a batch's
+      image (0-based, default 0: the first, what a client that does not send it means)
   {"cmd": "blocks"}
   {"cmd": "sweep", "list": PATH, "seeds": "0-9", "settings": {...}, "runs_dir": "..."}   (cancel like a run)
   {"cmd": "bisect", "run_dir": "...", "runs_dir": "..."}   bisect_progress…, bisect_finished (cancel like a run)
@@ -276,8 +277,10 @@ class EngineSession:
 
     def _cmd_decode(self, command: dict[str, Any], ident: Any) -> None:
         step, tensor = int(command["step"]), str(command.get("tensor") or "latents")
-        path = decode_step(self._require_pipeline(), Path(str(command["run_dir"])), step, tensor)
-        self.emit("decoded", id=ident, run_dir=str(command["run_dir"]), step=step, tensor=tensor, path=str(path))
+        sample = int(command.get("sample") or 0)
+        path = decode_step(self._require_pipeline(), Path(str(command["run_dir"])), step, tensor, sample)
+        self.emit("decoded", id=ident, run_dir=str(command["run_dir"]), step=step, tensor=tensor, sample=sample,
+                  path=str(path))
 
     def _cmd_isolate(self, command: dict[str, Any], ident: Any) -> None:
         """{"cmd": "isolate", "run_dir", "module", "step", "out", "fuzz"}: 'isolated' with api.isolate's dict."""
@@ -322,10 +325,18 @@ def _new_token() -> Any:
     return CancelToken()
 
 
-def decode_step(loaded: Any, run_dir: Path, step: int, tensor: str = "latents") -> Path:
-    """Full VAE decode of one step's latents (or predicted x0), added to the run through its record as
-    images/step_NNNN_decoded*.png. Decoded in the dtype the run's VAE had; refused when the loaded pipeline's
-    weights are not the ones the run was made with."""
+def decode_name(step: int, tensor: str = "latents", sample: int = 0) -> str:
+    """The decode's image name in the run: step_NNNN_decoded[_x0] for the first image (as before batches), with
+    `_sample_K` (0-based) for a batch's other images."""
+    return (f"step_{step:04d}_decoded" + ("" if tensor == "latents" else f"_{tensor}")
+            + (f"_sample_{sample}" if sample else ""))
+
+
+def decode_step(loaded: Any, run_dir: Path, step: int, tensor: str = "latents", sample: int = 0) -> Path:
+    """Full VAE decode of one step's latents (or predicted x0) of image `sample` of a batch (0: the first, and a
+    run of one image), added to the run through its record as images/step_NNNN_decoded*.png (decode_name).
+    Decoded in the dtype the run's VAE had; refused when the loaded pipeline's weights are not the ones the run
+    was made with, or when the step kept no tensors of that image."""
     import numpy as np
     import torch
 
@@ -344,6 +355,12 @@ def decode_step(loaded: Any, run_dir: Path, step: int, tensor: str = "latents") 
     tensors = record.step_tensors(step)
     if tensor not in tensors:
         raise GhostError(f"step {step} of {run_dir.name} has no recorded {tensor!r} to decode")
+    if sample:  # a batch's other image: its own step tensors (N, C, H, W), kept since batches record every sample's
+        every = tensors.get(f"sample_{tensor}")
+        if every is None or not 0 <= sample < len(every):
+            raise GhostError(f"step {step} of {run_dir.name} kept no {tensor} of image {sample + 1} (the record "
+                             "keeps image 1's only): nothing of it to decode")
+        tensors = {tensor: every[sample]}
     vae = getattr(loaded.pipe, "vae", None)
     if vae is None:
         raise GhostError("the loaded pipeline has no VAE to decode with")
@@ -365,8 +382,7 @@ def decode_step(loaded: Any, run_dir: Path, step: int, tensor: str = "latents") 
     finally:
         if vae.dtype != loaded_dtype:
             vae.to(loaded_dtype)
-    name = f"step_{step:04d}_decoded" + ("" if tensor == "latents" else f"_{tensor}")
-    return annex_image(run_dir, name, image.transpose(1, 2, 0) / 2.0 + 0.5, step=step)
+    return annex_image(run_dir, decode_name(step, tensor, sample), image.transpose(1, 2, 0) / 2.0 + 0.5, step=step)
 
 
 def lower_priority() -> int:

@@ -201,13 +201,14 @@ class RunController(QObject):
             self.compare_runs(str(result["original"]), str(result["replay"]))
 
     # -- decode, inside the model -----------------------------------------------------------------
-    def decode_step(self, tensor: str = "latents") -> int:
-        """Ask the engine for a full decode of the selected step (the record's step index, not its place)."""
+    def decode_step(self, tensor: str = "latents", sample: int = 0) -> int:
+        """Ask the engine for a full decode of the selected step (the record's step index, not its place) of a
+        batch's image `sample` (0: the first, or the run's one image)."""
         run_dir, step = self.timeline.run_dir, self.timeline.step
         if run_dir is None or step < 0:
             self.reporter.report(messages.NO_STEP_SELECTED)
             return -1
-        return self.engine.send("decode", run_dir=run_dir, step=step, tensor=tensor)
+        return self.engine.send("decode", run_dir=run_dir, step=step, tensor=tensor, sample=max(0, int(sample)))
 
     def _on_decoded(self, event: dict[str, Any]) -> None:
         self.timeline.note_decoded(str(event.get("run_dir")), int(event.get("step", -1)))

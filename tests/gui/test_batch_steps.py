@@ -135,8 +135,8 @@ def test_image_2_shows_its_own_nan_steps_and_its_badge_names_them(window, qtbot,
     assert not images.message.isVisible()  # nothing is missing: image 2's own tensors are shown
     assert images.panes["latents"].full_title == "latents · 4 ch · all NaN/Inf · image 2 of 3"
     decode = images.panes["VAE decode"]
-    assert decode.image is None and decode.full_title == "decode: image 1 only"
-    assert decode.title.text == decode.full_title  # not cut short at 1366×768: 'image 1…' would say otherwise
+    assert decode.image is None and decode.full_title == "VAE decode (none yet)"  # image 2's own, not yet asked for
+    assert decode.title.text == decode.full_title  # not cut short at 1366×768
     recorded = RunRecord(run["run_dir"]).step_tensors(after)
     assert np.isnan(recorded["sample_latents"][BAD_SAMPLE]).all()
     assert np.array_equal(images.panes["x_t preview"].image, recorded["sample_latents_preview"][BAD_SAMPLE])

@@ -4,9 +4,9 @@ batch model calls read_batch on its Worker.
 
 What the record keeps per sample: the final image, the verdict, the first NaN/Inf (the per-sample NaN/Inf table
 when it has one, record/samples.py, else the run's sample_anomalies), the initial noise, and — in records made since
-— each step's latents, x0 and previews (gui/data/step_data.py sample_step). The feature maps and an on-demand VAE
-decode are the first sample's only, and the statistics are of the whole batch: the views say so rather than show
-them as another sample's."""
+— each step's latents, x0 and previews (gui/data/step_data.py sample_step); an on-demand VAE decode is of the image
+asked for. The feature and attention maps are the last sample's only (a captured output keeps its last batch item)
+and the statistics are of the whole batch: the views say so rather than show them as another sample's."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from ghostviewer.record.samples import first_nonfinite
 
 THUMB_MAX_PX = 256  # a sample's image is kept at most this large for the strip (the final pane reads its own)
 KIND_WORDS = {"nan": "NaN", "inf": "Inf"}
-STEP_DATA_SAMPLE = 0  # the sample whose feature maps and decodes the record keeps (and all step tensors, before)
+STEP_DATA_SAMPLE = 0  # the sample whose step tensors a record made before every sample's were kept has
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,8 @@ def has_sample_tensors(data: StepData) -> bool:
 
 def sample_step(data: StepData, sample: int) -> StepData | None:
     """The step as sample `sample` of a batch shows it: its own latents, x0 and previews, nothing else (feature maps
-    and the on-demand decode are the first sample's). None when the step holds no tensors of that sample."""
+    are the last sample's; its on-demand decode is read by the step images). None when the step holds no tensors of
+    that sample."""
     if not has_sample_tensors(data) or not 0 <= sample < len(data.tensors["sample_latents"]):
         return None
     tensors = {name: data.tensors[key][sample] for name, key in SAMPLE_TENSORS.items()

@@ -42,8 +42,25 @@ class BatchModel(QObject):
     @property
     def step_data_is_selected(self) -> bool:
         """Every step view shows the selected sample's own data: a run of one image, or a batch's first sample (the
-        feature maps and decodes are the first sample's; the step images show every sample's where recorded)."""
+        step images and the on-demand decode show every sample's where recorded)."""
         return self.count == 0 or self.selected == STEP_DATA_SAMPLE
+
+    @property
+    def maps_sample(self) -> int:
+        """The sample whose feature and attention maps the record keeps: a captured output keeps its last batch
+        item (engine/tracing/tracer.py, attention_capture.py; under classifier-free guidance the prompt-conditioned
+        half of the last image), so a batch's maps are its last image's. -1 for a run of one image."""
+        return self.count - 1 if self.count > 1 else -1
+
+    def maps_note(self, what: str) -> str:
+        """Whose `what` ("feature maps", "attention maps") the views show, in words ("" for a run of one image):
+        the selected image's own, or plainly another's when the record keeps only that one's."""
+        if self.maps_sample < 0:
+            return ""
+        kept = self.maps_sample + 1
+        if self.selected == self.maps_sample:
+            return f"{what} of image {kept} of {self.count} (the record keeps image {kept}'s only)"
+        return f"{what}: image {kept}'s, not image {self.selected + 1}'s (only image {kept}'s are recorded)"
 
     def select(self, index: int) -> None:
         index = max(0, min(int(index), max(self.count - 1, 0)))

@@ -1,7 +1,8 @@
 """Cross-attention maps, one per prompt token (labels and ids), for one layer or the mean of all, at the
 timeline's step or over the whole run; a line of self-attention entropies. Bound to StepDataModel (the step's
 maps, the run's mean accumulated there), TimelineModel (the prompt's tokens) and BlockModel (a focused attention
-block picks its layer); draws nothing while hidden."""
+block picks its layer); draws nothing while hidden. In a batch (BatchModel) a line says whose maps these are: the
+record keeps one image's."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from ghostviewer.gui.data.attention_data import (
 )
 from ghostviewer.gui.data.feature_maps import ChannelGrid, channel_grid
 from ghostviewer.gui.data.step_data import StepData
+from ghostviewer.gui.models.batch_model import BatchModel
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
+from ghostviewer.gui.widgets.feature_map_view import sample_note_label, show_sample_note
 from ghostviewer.gui.widgets.image_pane import image_canvas
 
 ALL_LAYERS = "all layers (mean)"
@@ -34,9 +37,10 @@ NO_MAPS = "No attention maps in this run: tick “Capture attention” in the bl
 
 class AttentionView(QWidget):
     def __init__(self, timeline: TimelineModel, blocks: BlockModel, data: StepDataModel,
-                 parent: QWidget | None = None) -> None:
+                 batch: BatchModel | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.timeline, self.blocks, self.data = timeline, blocks, data
+        self.timeline, self.blocks, self.data, self.batch = timeline, blocks, data, batch
+        self.sample_note = sample_note_label()
         self.layer = QComboBox(toolTip="One cross-attention layer, or the mean of all")
         self.layer.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.layer.setMinimumContentsLength(16)
@@ -55,6 +59,7 @@ class AttentionView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(bar)
+        layout.addWidget(self.sample_note)
         layout.addWidget(self.message)
         layout.addWidget(self.canvas, 1)
         layout.addWidget(self.entropy)
@@ -69,6 +74,13 @@ class AttentionView(QWidget):
         self.whole_run.toggled.connect(lambda _on: changed())
         blocks.moduleSelected.connect(self._on_module)
         data.runAttentionChanged.connect(lambda: changed() if self.whole_run.isChecked() else None)
+        if batch is not None:
+            batch.sampleSelected.connect(lambda _i: self._say_sample())
+            batch.batchChanged.connect(self._say_sample)
+        self._say_sample()
+
+    def _say_sample(self) -> None:
+        show_sample_note(self.sample_note, self.batch, "attention maps")
 
     @property
     def step_data(self) -> StepData:

@@ -1,7 +1,7 @@
 """Feature maps of the module in focus at the timeline's step: a grid of channels (shared or per-channel
 normalisation, a colour map), a histogram of the values, per-channel statistics in the tooltip. Bound to
 StepDataModel (the step's tensors) and BlockModel; draws nothing while hidden; says so plainly when the module
-was not captured."""
+was not captured, and in a batch (BatchModel) whose image's maps these are: the record keeps one image's."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from ghostviewer.gui.data.feature_maps import (
     histogram,
 )
 from ghostviewer.gui.data.step_data import StepData
+from ghostviewer.gui.models.batch_model import BatchModel
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
@@ -32,9 +33,10 @@ NORMS = ("shared", "per channel")
 
 class FeatureMapView(QWidget):
     def __init__(self, timeline: TimelineModel, blocks: BlockModel, data: StepDataModel,
-                 parent: QWidget | None = None) -> None:
+                 batch: BatchModel | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.timeline, self.blocks, self.data = timeline, blocks, data
+        self.timeline, self.blocks, self.data, self.batch = timeline, blocks, data, batch
+        self.sample_note = sample_note_label()
         self.title = QLabel()
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.norm = QComboBox(toolTip="One colour scale for all channels, or one per channel")
@@ -58,6 +60,7 @@ class FeatureMapView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.title)
+        layout.addWidget(self.sample_note)
         layout.addLayout(bar)
         layout.addWidget(self.message)
         layout.addWidget(self.canvas, 1)
@@ -70,6 +73,13 @@ class FeatureMapView(QWidget):
         self.cmap.currentTextChanged.connect(lambda _t: self.shown_step.changed())
         self.canvas.scene().sigMouseMoved.connect(self._on_hover)
         blocks.moduleSelected.connect(lambda _m: self.shown_step.changed())
+        if batch is not None:
+            batch.sampleSelected.connect(lambda _i: self._say_sample())
+            batch.batchChanged.connect(self._say_sample)
+        self._say_sample()
+
+    def _say_sample(self) -> None:
+        show_sample_note(self.sample_note, self.batch, "feature maps")
 
     @property
     def captured(self) -> bool:
@@ -136,3 +146,19 @@ class FeatureMapView(QWidget):
         channel = self.grid.channel_at(point.x(), point.y())
         summary = array_summary(self.fm)
         self.canvas.setToolTip(summary if channel is None else f"{self.channel_tooltip(channel)}\n{summary}")
+
+
+def sample_note_label() -> QLabel:
+    """The line above a batch's maps saying whose they are (hidden for a run of one image)."""
+    label = QLabel(wordWrap=True)
+    label.setStyleSheet("color: #e0a000; padding: 0 6px")
+    label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # wraps, never widens the dock
+    label.hide()
+    return label
+
+
+def show_sample_note(label: QLabel, batch: BatchModel | None, what: str) -> None:
+    text = batch.maps_note(what) if batch is not None else ""
+    label.setText(text)
+    label.setToolTip(text)
+    label.setVisible(bool(text))

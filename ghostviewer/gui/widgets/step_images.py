@@ -6,7 +6,8 @@ the record cannot give (a garbage tensor file, an image outside the run's folder
 A batch (BatchModel): the panes show the selected sample's final image and, at each step, its own latents, x0 and
 previews (step_data.sample_step). A record made before those were kept has the first sample's only: while another
 sample is selected the step panes stay empty and say why rather than show the first sample's tensors as its. The
-on-demand VAE decode is the first sample's, so for another sample its pane says so."""
+on-demand VAE decode is the selected sample's (the engine decodes that image's latents: decode_name's
+`_sample_K` image, read here on a Worker)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,22 @@ LATENT_COLORMAP = "CET-D1"
 
 STEP_PANES = PANES[:4]
 ONLY_FIRST = "no step tensors for image {shown} of {count} (the record keeps image {first}'s) · statistics: whole batch"
-DECODE_FIRST_ONLY = "decode: image {first} only"  # the on-demand VAE decode is of the first sample's latents
+DECODE_NONE = "VAE decode (none yet)"
+DECODE_TITLE = "VAE decode · step {step}"
+SAMPLE_DECODE_TITLE = "decode · image {shown}"  # a batch's other image: whose decode it is (the pane is small)
+
+
+def decode_image_name(step: int, sample: int) -> str:
+    """The name of the on-demand decode of a batch's image `sample` in the record (engine/server.py decode_name)."""
+    return f"step_{step:04d}_decoded" + (f"_sample_{sample}" if sample else "")
+
+
+def read_decode(record: RunRecord, step: int, sample: int) -> np.ndarray | None:
+    """The on-demand decode of image `sample` at `step`, None when none was made (a worker thread calls this)."""
+    try:
+        return read_rgb(record.image_path(decode_image_name(step, sample)))
+    except RecordError:
+        return None
 
 
 def read_final(record: RunRecord, name: str = "final") -> tuple[np.ndarray | None, str]:
@@ -84,6 +100,11 @@ class StepImages(QWidget):
         self.final_problem = ""  # why the final image is not shown ("" when it is, or none is recorded)
         self.shown: StepData = NO_STEP  # the step drawn now
         self._final_reader = Worker(1, latest=True, what="reading the final image", parent=self)
+        self._decode_for: tuple[str, int, int, int] | None = None  # (run, step, version, sample) of a batch's other
+        self.decoded: np.ndarray | None = None  # image's decode, read for that key (None: none made yet)
+        self.decode_loading = False
+        self._decode_reader = Worker(1, latest=True, what="reading the image's decode", parent=self)
+        self._decode_reader.answered.connect(self._on_decode)
         self._final_reader.answered.connect(self._on_final)
         model.runChanged.connect(self._show_final)
         model.statusChanged.connect(self._show_final)
@@ -156,17 +177,38 @@ class StepImages(QWidget):
             self._set("latents", None, f"latents · step {view.step} unreadable" if view.error else None)
         self._set("x_t preview", view.latents_preview)
         self._set("predicted x₀", view.x0_preview)
-        decoded, title = view.decoded, f"VAE decode · step {view.step}"
+        decoded, title = view.decoded, DECODE_TITLE.format(step=view.step)
         if not first:
-            decoded, title = None, DECODE_FIRST_ONLY.format(first=STEP_DATA_SAMPLE + 1)
-        elif decoded is None:
-            title = "VAE decode (none yet)"
+            decoded = self._sample_decode(view)
+            title = SAMPLE_DECODE_TITLE.format(shown=self.sample + 1)
+        if decoded is None:
+            title = DECODE_NONE
         elif view.latents is not None and not np.isfinite(view.latents).all():
             # A PNG cannot hold NaN (it was written black); a VAE decode of non-finite latents is non-finite
             # everywhere (its group norms spread it): shown magenta, as every non-finite pixel is.
             decoded = np.full(decoded.shape, NON_FINITE_RGBA[:3], np.uint8)
             title += " · NaN/Inf"
         self._set("VAE decode", decoded, title)
+
+    def _sample_decode(self, view: StepData) -> np.ndarray | None:
+        """The decode of the selected (not first) sample at the shown step when it was read; else asks for it."""
+        record = self.model.record
+        if record is None or view.run_dir is None:
+            return None
+        key = (view.run_dir, view.step, view.version, self.sample)
+        if key != self._decode_for:
+            self._decode_for, self.decoded, self.decode_loading = key, None, True
+            step, sample = view.step, self.sample
+            self._decode_reader.submit(key, lambda _task: read_decode(record, step, sample))
+        return self.decoded
+
+    def _on_decode(self, key: Any, found: Any) -> None:
+        if key != self._decode_for:
+            return  # another step, sample or decode was asked for since
+        self.decode_loading = False
+        self.decoded = found if isinstance(found, np.ndarray) else None  # an exception: a bug of ours, logged
+        if self.decoded is not None:
+            self._show_step(self.shown)
 
     def _show_final(self) -> None:
         record = self.model.record
