@@ -25,6 +25,15 @@ def _loaded(
     return wrap_pipeline(source)
 
 
+def _entries(value: str | Path | Iterable[str | Path] | None) -> tuple[str, ...]:
+    """LoRA entries as given to the API: one file (a string or a Path) or several."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, Path)):
+        return (str(value),)
+    return tuple(str(entry) for entry in value)
+
+
 def run(
     source: Any = "demo",
     prompt: str = DEFAULTS.prompt,
@@ -58,8 +67,13 @@ def run(
     control_image: str | Path | None = DEFAULTS.control_image,
     controlnet: str | Path | None = DEFAULTS.controlnet,
     controlnet_scale: float | None = DEFAULTS.controlnet_scale,
+    lora: str | Path | Iterable[str | Path] | None = None,
+    adapters: Iterable[str] = DEFAULTS.adapters,
+    fuse_lora: bool = DEFAULTS.fuse_lora,
 ) -> dict[str, Any]:
     """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image).
+    `lora` (or `adapters`, the RunSpec's name): LoRA files, "FILE" or "FILE:SCALE", loaded for this run only and
+    unloaded after it; `fuse_lora` fuses them into the weights for the run.
     `init_image` (a file) makes it img2img at `strength`, with `mask` (a file) inpaint; `control_image` (a file)
     a ControlNet run at `controlnet_scale`, with the pipeline's own ControlNet or `controlnet` (a folder); `batch`
     images per prompt (`images` and `verdicts` one each); `generator_device` where the seed's noise is drawn.
@@ -76,6 +90,8 @@ def run(
         mask=None if mask is None else str(mask), batch=batch, generator_device=generator_device,
         control_image=None if control_image is None else str(control_image),
         controlnet=None if controlnet is None else str(controlnet), controlnet_scale=controlnet_scale,
+        adapters=(*_entries(lora), *_entries(adapters)),
+        fuse_lora=fuse_lora,
     )
     return run_spec(source, spec, runs_dir=runs_dir, allow_pickle=allow_pickle, config=config,
                     on_progress=on_progress, reference=reference, baseline=baseline)

@@ -50,6 +50,10 @@ SPEC_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
                                     "folder with a controlnet/ component"}),
     "--controlnet-scale": ("controlnet_scale", {"type": float, "metavar": "X", "help": "the ControlNet's "
                                                 "conditioning scale (default: diffusers' 1.0)"}),
+    "--lora": ("adapters", {"action": "append", "metavar": "FILE[:SCALE]", "help": "a LoRA (.safetensors) loaded for "
+                            "the run at SCALE (default 1.0) and unloaded after it; repeatable"}),
+    "--fuse-lora": ("fuse_lora", {"action": "store_true", "help": "fuse the LoRAs into the weights for the run "
+                                  "(diffusers' fuse_lora with safe_fusing); unfused after it"}),
 }
 
 

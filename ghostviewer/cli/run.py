@@ -22,7 +22,7 @@ from ghostviewer.spec import DEFAULTS, RunSpec
 RUN_FLAGS = ("--negative", "--seed", "--steps", "--guidance", "--width", "--height", "--scheduler", "--dtype",
              "--device", "--bypass", "--capture", "--fault", "--trace-depth", "--capture-attention",
              "--init-image", "--strength", "--mask", "--batch", "--generator-device", "--control-image",
-             "--controlnet", "--controlnet-scale")
+             "--controlnet", "--controlnet-scale", "--lora", "--fuse-lora")
 DEMO_PROMPT = "a red circle on a blue background, top left"
 
 
@@ -75,7 +75,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM if is_problem(result) or departed else EXIT_OK
 
 
-FINDING_KINDS = ("control",)  # the run log's findings worth a line of their own (the control had no effect)
+# the run log's findings worth a line of their own (the control had no effect; a LoRA had none, or was left loaded)
+FINDING_KINDS = ("control", "lora")
 
 
 def _findings(result: dict[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ghostviewer.spec.bypass import BypassSpec, BypassSpecError
 from ghostviewer.spec.errors import SpecError
+from ghostviewer.spec.loras import check_loras
 from ghostviewer.spec.seeds import MAX_SEED
 
 MAX_STEPS = 1000
@@ -149,6 +150,10 @@ def check_values(settings: Mapping[str, Any]) -> None:
     check_bypass(settings.get("bypass", ()), settings["steps"] if "steps" in settings else 20)
     if settings.get("strength") is not None:
         check_strength(settings["strength"], settings.get("steps", 20))
+    try:  # LoRA entries (FILE[:SCALE]) and their files; a prompt list's row may name them too
+        check_loras(settings.get("adapters", ()), settings.get("fuse_lora", False))
+    except SpecError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 @dataclass(frozen=True)

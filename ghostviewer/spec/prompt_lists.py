@@ -23,11 +23,12 @@ from typing import IO, Any
 
 from ghostviewer.spec.a1111 import apply_styles, is_a1111_line, parse_line, read_styles
 from ghostviewer.spec.errors import SpecError
+from ghostviewer.spec.loras import lora_entries
 from ghostviewer.spec.templates import Expander, TemplateOptions, expand_rows, wildcard_folder
 
 PROMPT_LIST_SUFFIXES = (".txt", ".csv", ".jsonl", ".json")
 KEYS = {"prompt": str, "negative": str, "seed": int, "steps": int, "guidance": float, "width": int, "height": int,
-        "scheduler": str}
+        "scheduler": str, "lora": tuple}  # lora: FILE[:SCALE], a list of them, or several in one string split by ';'
 _CHUNK = 1 << 16  # .json arrays are parsed from a buffer of this many characters, refilled as items are used
 _NON_SPACE = re.compile(r"[^ \t\r\n]")
 _MAX_ITEM = 1 << 20  # one .json entry longer than this is not a prompt: an error, not a reason to read on
@@ -50,6 +51,12 @@ def _clean(item: Any, where: str) -> dict[str, Any]:
             continue
         if kind is int and isinstance(value, float) and value.is_integer():
             value = int(value)
+        if kind is tuple:
+            try:
+                out[key] = lora_entries(value)
+            except SpecError as exc:
+                raise PromptListError(f"{where}: {exc}") from None
+            continue
         try:
             if kind is int and isinstance(value, (float, bool)):
                 raise ValueError(value)

@@ -28,7 +28,8 @@ EXTRA_KEYS = ("memory_check", "config")  # kept in `extra` so records made befor
 # The call's kind and inputs: written into a record only when they differ from a plain text-to-image call of one
 # image, so records (and comparisons between them) of such calls read exactly as they always have.
 CALL_FIELDS = {"kind": "text2img", "batch": 1, "generator_device": "cpu", "strength": None, "init_image": None,
-               "mask": None, "control_image": None, "controlnet": None, "controlnet_scale": None}
+               "mask": None, "control_image": None, "controlnet": None, "controlnet_scale": None,
+               "fuse_lora": False}
 MADE_KINDS = ("text2img", "img2img", "inpaint", "controlnet")  # the kinds GhostViewer's own runs make
 DEFAULT_CONTROLNET_SCALE = 1.0  # diffusers' controlnet_conditioning_scale: filled in, and recorded, when unset
 # diffusers' own defaults (StableDiffusionImg2ImgPipeline, …InpaintPipeline): filled in, and recorded, when unset.
@@ -36,7 +37,8 @@ DEFAULT_STRENGTH = {"img2img": 0.8, "inpaint": 1.0}
 # Prompt-list columns (CONTRACT: prompt, negative, seed, steps, guidance; and width, height, scheduler) and the
 # fields they set.
 ROW_FIELDS = {"prompt": "prompt", "negative": "negative_prompt", "seed": "seed", "steps": "steps",
-              "guidance": "guidance", "width": "width", "height": "height", "scheduler": "scheduler"}
+              "guidance": "guidance", "width": "width", "height": "height", "scheduler": "scheduler",
+              "lora": "adapters"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class RunSpec:
     batch: int = 1  # num_images_per_prompt
     generator_device: str = "cpu"
     strength: float | None = None  # img2img/inpaint; None: diffusers' default for the kind (DEFAULT_STRENGTH)
+    # LoRA files, "FILE" or "FILE:SCALE" (spec/loras.py; checked in check_values), loaded through diffusers' PEFT
+    # integration for the run and unloaded after it. A watched call records its pipeline's adapters in its call.
     adapters: tuple[str, ...] = ()
     init_image: str | None = None  # an image file (img2img, inpaint); its pixels are recorded with the run
     mask: str | None = None  # an image file the size of the init image: white is repainted (inpaint)
@@ -70,6 +74,7 @@ class RunSpec:
     controlnet: str | None = None  # a saved ControlNetModel's folder (or a pipeline folder with controlnet/);
     # None: the pipeline's own controlnet component
     controlnet_scale: float | None = None  # controlnet_conditioning_scale; None: diffusers' 1.0, recorded as used
+    fuse_lora: bool = False  # fuse the LoRAs into the weights for the run (safe_fusing); unfused after it
 
     def __post_init__(self) -> None:
         if self.kind == "text2img" and self.init_image is not None:
@@ -199,11 +204,8 @@ def validate(spec: RunSpec) -> None:
         raise SpecError(f"init_image must be an image file's path, not {spec.init_image!r}")
     if spec.mask is not None and not isinstance(spec.mask, str):
         raise SpecError(f"mask must be an image file's path, not {spec.mask!r}")
-    # Adapters are recorded from a user's own calls (a watched pipeline) and made by the engine once it can: never
-    # silently run as something else.
-    if spec.kind not in MADE_KINDS or spec.adapters:
-        what = spec.kind if spec.kind not in MADE_KINDS else "adapters"
-        raise SpecError(f"GhostViewer cannot make this call itself yet ({what}): "
+    if spec.kind not in MADE_KINDS:  # never silently run as something else
+        raise SpecError(f"GhostViewer cannot make this call itself yet ({spec.kind}): "
                         "record it from your own code with ghostviewer.watch(pipe)")
     _validate_controlnet(spec)
     if spec.kind == "controlnet":

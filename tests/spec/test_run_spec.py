@@ -51,7 +51,7 @@ def test_plain_calls_write_no_call_fields_so_old_records_read_the_same() -> None
 
 
 def test_calls_the_engine_cannot_make_yet_are_refused_not_run_as_text_to_image() -> None:
-    with pytest.raises(SpecError, match=r"cannot make this call itself yet \(adapters\)"):
+    with pytest.raises(SpecError, match=r"--lora lora: no such file"):  # made now (a LoRA file), checked
         validate(RunSpec(prompt="x", adapters=("lora",)))
     with pytest.raises(SpecError, match="a controlnet run needs --control-image FILE"):  # a watched call's record
         validate(RunSpec(prompt="x", kind="controlnet"))

@@ -195,7 +195,9 @@ def _load_folder(
         name: files for name in components if (files := component_weight_files(folder, name, allow_pickle))
     }
     hashes = {name: hash_files(files) for name, files in weight_files.items()}
-    kwargs = {_dtype_keyword(): dtypes, "use_safetensors": None if allow_pickle else True}
+    # low_cpu_mem_usage pinned: its default turns on when accelerate is installed (peft pulls it in), and loads (their
+    # errors included) must not depend on that
+    kwargs = {_dtype_keyword(): dtypes, "use_safetensors": None if allow_pickle else True, "low_cpu_mem_usage": False}
     # Components saved as null (SD3 without T5: `text_encoder_3: [null, null]`) are passed as None, as they were
     # built; diffusers otherwise refuses the folder for missing them.
     kwargs.update(dict.fromkeys(null_components(folder)))

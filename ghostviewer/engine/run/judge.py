@@ -30,6 +30,7 @@ from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR, LoadedPipeli
 from ghostviewer.engine.run.baseline_lookup import choose_baseline, vocab_digest, vocabulary_hash
 from ghostviewer.engine.run.clip_score import clip_score, find_local_clip
 from ghostviewer.engine.run.control_effect import ControlEffect
+from ghostviewer.engine.run.lora_effect import LoraEffect
 from ghostviewer.engine.tracing.channel_means import ChannelMeans
 from ghostviewer.spec import RunSpec
 
@@ -98,6 +99,7 @@ class RunJudge:
                                           baseline if isinstance(baseline, Baseline) else None)
         self.channels = ChannelMeans(modules, muted)
         self.control = ControlEffect.of(loaded.pipe)  # a pipeline with a ControlNet: did its control do anything?
+        self.lora = LoraEffect.of(loaded.pipe)  # LoRA layers as the call starts: no effect, left loaded
         self.clip: str | None = None
         if not speaks:
             self.clip = find_local_clip()
@@ -134,14 +136,15 @@ class RunJudge:
                              judged_by=self.described)
 
     def save(self, writer: Any) -> None:
-        """The per-channel means into the record (a baseline built later can use this run), and the finding that a
-        ControlNet's control had no effect (control_effect.py)."""
+        """The per-channel means into the record (a baseline built later can use this run), and the findings that a
+        ControlNet's control had no effect (control_effect.py) and a LoRA had none or was left loaded
+        (lora_effect.py)."""
         arrays = self.channels.arrays()
         if arrays:
             writer.save_tensors(CHANNEL_MEANS_TENSORS, arrays)
         finding = self.control.finding() if self.control is not None else None
-        if finding is not None:
-            kind, message, level, data = finding
+        for kind, message, level, data in [*([finding] if finding else []),
+                                           *(self.lora.findings() if self.lora is not None else [])]:
             writer.event(kind, message, level=level, **data)
 
     def verdict(self, image: np.ndarray, prompt: str, writer: Any = None) -> dict[str, Any]:

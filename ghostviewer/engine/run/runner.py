@@ -17,10 +17,12 @@ from ghostviewer.engine.faults import make_fault
 from ghostviewer.engine.interventions.base import RunContext, applied
 from ghostviewer.engine.interventions.bypass import Bypass, BypassConfig
 from ghostviewer.engine.interventions.dtype_bridge import DtypeBridge
+from ghostviewer.engine.loading.loras import LoraFile, loras_loaded, read_loras
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loading.schedulers import set_scheduler
 from ghostviewer.engine.run.applied_settings import component_configs, refuse_unapplied
 from ghostviewer.engine.run.call_inputs import CallInputs, pipeline_for, read_inputs
+from ghostviewer.engine.run.lora_effect import preexisting
 from ghostviewer.engine.run.record_buffer import BufferedWriter
 from ghostviewer.engine.run.recorder import (
     CancelToken,
@@ -34,6 +36,7 @@ from ghostviewer.engine.run.recorder import (
 from ghostviewer.engine.run.settings import validate_for_pipeline
 from ghostviewer.engine.tracing.prompt_tokens import prompt_embeddings, prompt_tokens
 from ghostviewer.spec import RunSpec, resolve_seed, validate, with_call_defaults
+from ghostviewer.spec.loras import LoraEntry, parse_lora
 
 __all__ = ["CancelToken", "RunCancelled", "RunFailed", "build_call", "build_interventions", "execute_run",
            "prepare_settings"]
@@ -65,6 +68,9 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
         device=loaded.device,
         **(inputs.paths() if inputs else {}),
         **({"controlnet": str(Path(settings.controlnet).resolve())} if settings.controlnet else {}),
+        # each LoRA as an absolute path with its scale written out: the record says both
+        adapters=tuple(LoraEntry(str(Path(e.path).resolve()), e.scale).text()
+                       for e in map(parse_lora, settings.adapters)),
     )
     # capture patterns (a ControlNet's modules among them), the device's memory
     checked = pipeline_for(loaded, resolved) if resolved.kind == "controlnet" else loaded
@@ -143,13 +149,36 @@ def execute_run(
         # reload; a ControlNet joins them), recorded as that pipeline, so its own probes (prepare_latents), step count
         # and ControlNet blocks are what is traced — and what a bypass or fault may name
         made = pipeline_for(loaded, settings)
+        loras = read_loras(made.pipe, settings.adapters)  # readable safetensors, keys on the pipeline's modules
         interventions = build_interventions(made, settings)
         options = RecordOptions(tensors_every=max(1, int(tensors_every)), baseline=baseline, flight=flight,
                                 fingerprints=fingerprints, cancel=cancel, on_progress=on_progress)
-        return record_call(made, settings, build_call(made, settings), Path(runs_dir), interventions, notes,
-                           options)
+        # adapters loaded before the run that it does not name (read_loras refuses them when it names LoRAs)
+        left = preexisting(made.pipe)
+        with loras_loaded(made.pipe, loras, settings.fuse_lora):  # always unloaded after the run
+            call = _with_loras(build_call(made, settings), loras, settings.fuse_lora, left)
+            return record_call(_lora_hashes(made, loras), settings, call, Path(runs_dir), interventions, notes,
+                               options)
     finally:
         loaded.pipe.scheduler = original_scheduler
+
+
+def _with_loras(call: PipelineCall, loras: list[LoraFile], fused: bool, findings: list[Any]) -> PipelineCall:
+    """The call with its LoRAs in the record's environment (file, sha256, scale, adapter) and the finding of
+    adapters the run found loaded already."""
+    if not loras and not findings:
+        return call
+    environment = {**call.environment, "loras": [lora.describe(fused) for lora in loras]} if loras else \
+        call.environment
+    return replace(call, environment=environment, late_events=lambda: [*call.late_events(), *findings])
+
+
+def _lora_hashes(loaded: LoadedPipeline, loras: list[LoraFile]) -> LoadedPipeline:
+    """The LoRAs' hashes beside the pipeline's weights: a baseline of the pipeline alone is no exact match."""
+    if not loras or not loaded.weight_hashes:
+        return loaded
+    return replace(loaded, weight_hashes={**loaded.weight_hashes,
+                                          **{f"lora_{i}": lora.sha256[:16] for i, lora in enumerate(loras)}})
 
 
 def build_call(loaded: LoadedPipeline, settings: RunSpec) -> PipelineCall:
