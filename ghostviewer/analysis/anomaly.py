@@ -13,7 +13,9 @@ Forward hooks fire innermost first, so among nested modules the deepest one to s
 Warnings and failures. An `overflow` of the latents themselves (HEADROOM_MODULES: the initial latents and each
 scheduler step's, large by design where a sigma-scaled scheduler such as Euler multiplies the noise by its
 sigma_max — the demo's Euler latents are ~2·10⁴ at `pipeline.prepare_latents`, in every family that has such a
-scheduler) is a benign *warning*: the run is fine, and it says nothing of a failure. Every other anomaly is a
+scheduler) is a benign *warning* while it stays within HEADROOM_SIGMAS of the scheduler's own init_noise_sigma (the
+run records it: `latent_sigma`): the run is fine, and it says nothing of a failure. A latents overflow under DDIM or
+PNDM (sigma 1), or one far past the sigma, is a failure. Every other anomaly is a
 *failure*, an overflow inside a model included (a float16 run would turn it into inf). `first` is the run's
 first failure, or its first warning while nothing has failed (the record's and the run JSON's first_anomaly);
 `first_warning` its first warning (first_warning in both). `first_failure` finds the first failure in a run's
@@ -37,11 +39,24 @@ EXPLODE_FLOOR = 1e3
 
 WARNING_KINDS = frozenset({"overflow"})
 HEADROOM_MODULES = frozenset({"pipeline.prepare_latents", "scheduler.step"})  # the latents, not a model's output
+# Latents large by design stay within this many of the scheduler's initial sigma: Gaussian noise of a few million
+# elements stays within ~5.5 of its sigma, and the denoised latents shrink from there.
+HEADROOM_SIGMAS = 10.0
 
 
-def is_warning(kind: object, module: object) -> bool:
-    """A benign note (float16 headroom on latents large by design), never a failure or a bisection symptom."""
-    return kind in WARNING_KINDS and module in HEADROOM_MODULES
+def is_warning(kind: object, module: object, absmax: float | None = None,
+               latent_sigma: float | None = None) -> bool:
+    """A benign note (float16 headroom on latents large by design), never a failure or a bisection symptom.
+
+    Large by design is the scheduler's own say: its initial noise sigma (`latent_sigma`, init_noise_sigma as the
+    run recorded it: Euler, Heun, LMS scale the noise by their largest sigma; DDIM and PNDM by 1) times
+    HEADROOM_SIGMAS bounds latents that are only large. Without it (a record made before it was recorded) the
+    latents' modules alone decide, as they used to."""
+    if kind not in WARNING_KINDS or module not in HEADROOM_MODULES:
+        return False
+    if latent_sigma is None:
+        return True
+    return absmax is not None and latent_sigma > 1.0 and absmax <= HEADROOM_SIGMAS * latent_sigma
 
 
 def warning_of(anomaly: Mapping[str, object] | None) -> bool:
@@ -61,6 +76,7 @@ class AnomalyDetector:
         self.first: dict[str, object] | None = None
         self.first_warning: dict[str, object] | None = None
         self.failed = False  # `first` is a failure: nothing more to look for
+        self.latent_sigma: float | None = None  # the run's scheduler's init_noise_sigma (is_warning)
         self.baseline = baseline
         self.channel_means = channel_means if channel_means is not None else {}
         self._reference: dict[str, tuple[float, float]] = {}
@@ -98,7 +114,7 @@ class AnomalyDetector:
         for row in rows:  # the tracer hands rows over in execution (seq) order
             kind = self.classify(row)
             if kind:
-                self._found(row.phase, row.step, row.module, kind)
+                self._found(row.phase, row.step, row.module, kind, row.absmax)
                 if self.failed:
                     break
         return self.first
@@ -113,16 +129,17 @@ class AnomalyDetector:
                                        c.std, c.absmax, strict=True)):
             kind = kind_of(*fields)
             if kind:
-                self._found(c.phase[i], c.step[i], c.module[i], kind)
+                self._found(c.phase[i], c.step[i], c.module[i], kind, c.absmax[i])
                 if self.failed:
                     break
         return self.first
 
-    def _found(self, phase: str, step: int | None, module: str, kind: str) -> dict[str, object]:
+    def _found(self, phase: str, step: int | None, module: str, kind: str,
+               absmax: float | None = None) -> dict[str, object]:
         found: dict[str, object] = {"phase": phase, "step": step, "module": module, "kind": kind}
         if kind == "drift" and self._drift is not None:
             found.update(z=round(self._drift[0], 2), stat=self._drift[1])
-        if is_warning(kind, module):
+        if is_warning(kind, module, absmax, self.latent_sigma):
             self.first_warning = self.first_warning or found
             self.first = self.first or found
         else:
@@ -131,11 +148,19 @@ class AnomalyDetector:
 
 
 def first_failure(rows: Iterable[StatRow], baseline: Baseline | None = None,
-                  channel_means: Mapping[tuple[str, str], Sequence[float]] | None = None) -> dict[str, object] | None:
+                  channel_means: Mapping[tuple[str, str], Sequence[float]] | None = None,
+                  latent_sigma: float | None = None) -> dict[str, object] | None:
     """The first anomaly that is a failure (not a benign warning, is_warning), rows in execution order."""
     detector = AnomalyDetector(baseline, channel_means)
+    detector.latent_sigma = latent_sigma
     for row in rows:
         kind = detector.classify(row)
-        if kind and not is_warning(kind, row.module):
-            return detector._found(row.phase, row.step, row.module, kind)
+        if kind and not is_warning(kind, row.module, row.absmax, latent_sigma):
+            return detector._found(row.phase, row.step, row.module, kind, row.absmax)
     return None
+
+
+def recorded_latent_sigma(environment: Mapping[str, object] | None) -> float | None:
+    """The run's scheduler's init_noise_sigma as its record holds it (None: recorded before it was)."""
+    value = (environment or {}).get("latent_sigma")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

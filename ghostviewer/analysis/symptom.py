@@ -55,7 +55,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ghostviewer.analysis.anomaly import AnomalyDetector, first_failure, warning_of
+from ghostviewer.analysis.anomaly import AnomalyDetector, first_failure, is_warning, recorded_latent_sigma, warning_of
 from ghostviewer.analysis.baseline import Baseline
 from ghostviewer.analysis.baseline_store import recorded_baseline_key, run_baseline
 from ghostviewer.analysis.bisect_plan import inside
@@ -112,11 +112,13 @@ class Symptom:
         baseline = None
         if anomaly is not None and anomaly.get("kind") == "drift":
             baseline = run_baseline(record.path, recorded_baseline_key(record.events(kind="baseline")))
-        warning = None
-        if warning_of(anomaly):  # a record from before first_warning, or one whose run never failed
-            warning, anomaly = dict(anomaly), first_failure(record.stats())
-        elif anomaly is not None and warning_of(getattr(record, "first_warning", None)):
-            warning = dict(record.first_warning)
+        warning, recorded = None, getattr(record, "first_warning", None)
+        sigma = recorded_latent_sigma(getattr(record, "environment", None))
+        # the run decided what was a warning (by its scheduler's sigma); a record from before it said so: the rule
+        if anomaly is not None and (anomaly == recorded or recorded is None and sigma is None and warning_of(anomaly)):
+            warning, anomaly = dict(anomaly), first_failure(record.stats(), latent_sigma=sigma)
+        elif anomaly is not None and recorded is not None:
+            warning = dict(recorded)
         found = cls.of(record.verdict, anomaly, baseline)
         return None if found is None else replace(found, warning=warning)
 
@@ -139,8 +141,10 @@ class Symptom:
             parts.append(f"first anomaly {describe_anomaly(self.anomaly)}")
         return ", ".join(parts)
 
-    def kind_shown(self, rows: Iterable[StatRow], first_anomaly: Mapping[str, Any] | None) -> bool:
-        """(a): an output of the symptom's kind from its phase on (rows in execution order)."""
+    def kind_shown(self, rows: Iterable[StatRow], first_anomaly: Mapping[str, Any] | None,
+                   latent_sigma: float | None = None) -> bool:
+        """(a): an output of the symptom's kind from its phase on (rows in execution order), never a benign
+        warning (the re-run's own scheduler's `latent_sigma` decides, analysis.anomaly.is_warning)."""
         if self.anomaly is None:
             return False
         if self.kind not in _ROW_KINDS:
@@ -149,7 +153,8 @@ class Symptom:
         detector = AnomalyDetector()  # fed every row: its per-module references are the run's first readings
         for row in rows:
             kind = detector.classify(row)
-            if kind == self.kind and PHASE_ORDER.get(row.phase, 3) >= start:
+            if kind == self.kind and PHASE_ORDER.get(row.phase, 3) >= start and not is_warning(
+                    kind, row.module, row.absmax, latent_sigma):
                 return True
         return False
 
@@ -179,11 +184,13 @@ class Symptom:
     def shown_by(
         self, verdict: Any, first_anomaly: Mapping[str, Any] | None, rows: Iterable[StatRow], status: str = "done",
         *, bypassed: Sequence[str] = (), channel_means: ChannelMeans | None = None,
+        latent_sigma: float | None = None,
     ) -> bool | None:
         """Whether a re-run shows this symptom (module docstring); None when it crashed or was cancelled.
 
         `bypassed`: the blocks the re-run bypassed; `channel_means`: its per-channel means of encode/decode
-        outputs ((phase, module) -> means), for a drift judged by the channels."""
+        outputs ((phase, module) -> means), for a drift judged by the channels; `latent_sigma`: its scheduler's
+        init_noise_sigma, as recorded (what is a benign warning)."""
         if status != "done":
             return None
         label = verdict_label(verdict)
@@ -193,4 +200,4 @@ class Symptom:
             return True
         if self.judges_drift:
             return self.drift_shown(rows, bypassed, channel_means)
-        return self.kind_shown(rows, first_anomaly)
+        return self.kind_shown(rows, first_anomaly, latent_sigma)

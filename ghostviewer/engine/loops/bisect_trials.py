@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from ghostviewer.analysis.anomaly import recorded_latent_sigma
 from ghostviewer.analysis.baseline_store import recorded_channel_means
 from ghostviewer.analysis.symptom import Symptom, is_healthy, verdict_label
 from ghostviewer.engine.loops.recorded import PipelineCache
@@ -72,9 +73,9 @@ class Trials:
                 result = {"run_dir": str(exc.run_dir), "status": "failed", "error": str(exc)}
         status = str(result.get("status") or "done")
         verdict, anomaly = result.get("verdict"), result.get("first_anomaly")
-        rows, means = _recorded(result["run_dir"], self.symptom.judges_drift)
+        rows, means, sigma = _recorded(result["run_dir"], self.symptom.judges_drift)
         shown = self.symptom.shown_by(verdict, anomaly, rows, status, bypassed=_bypassed(settings),
-                                      channel_means=means)
+                                      channel_means=means, latent_sigma=sigma)
         entry = {
             **(describe or {}),
             "verdict": verdict_label(verdict) or status,
@@ -108,12 +109,13 @@ def _bypassed(settings: RunSpec) -> list[str]:
     return found
 
 
-def _recorded(run_dir: str, channels: bool) -> tuple[list[Any], dict[tuple[str, str], Any]]:
-    """A re-run's rows (execution order) and, when a drift is judged, its per-channel means of encode/decode
-    outputs keyed (phase, module); nothing when the record cannot be read."""
+def _recorded(run_dir: str, channels: bool) -> tuple[list[Any], dict[tuple[str, str], Any], float | None]:
+    """A re-run's rows (execution order), when a drift is judged its per-channel means of encode/decode outputs
+    keyed (phase, module), and its scheduler's init_noise_sigma; nothing when the record cannot be read."""
     try:
         record = RunRecord(run_dir)
         rows = record.stats()
+        sigma = recorded_latent_sigma(record.environment)
     except RecordError:
-        return [], {}
-    return rows, (recorded_channel_means(record) if channels else {})
+        return [], {}, None
+    return rows, (recorded_channel_means(record) if channels else {}), sigma

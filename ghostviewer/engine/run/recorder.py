@@ -37,6 +37,7 @@ from ghostviewer.engine.interventions.probes import PipelineProbes
 from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR, LoadedPipeline, describe_source
 from ghostviewer.engine.run.environment import describe_environment
 from ghostviewer.engine.run.judge import RunJudge
+from ghostviewer.engine.run.latent_sigma import latent_sigma
 from ghostviewer.engine.run.record_buffer import BufferedWriter
 from ghostviewer.engine.tracing.memory import read_memory, reset_peak
 from ghostviewer.engine.tracing.preview import LatentPreview
@@ -208,6 +209,7 @@ def record_call(
     environment = {**describe_environment(loaded.device), "pipeline": describe_source(loaded)}
     environment["determinism"] = {**environment.get("determinism", {}), "generator_device": settings.generator_device}
     environment.update(call.environment)
+    environment["latent_sigma"] = latent_sigma(pipe)  # what makes a headroom note on the latents benign
     if not options.fingerprints:
         environment["fingerprint"] = NO_FINGERPRINTS
     # The record is written in batches between steps (record_buffer.py); events are emitted here, each once its
@@ -222,6 +224,7 @@ def record_call(
         if hasattr(hook, "thread"):
             hook.thread = call.thread
     detector = judge.detector()
+    detector.latent_sigma = environment["latent_sigma"]
     started = time.perf_counter()
 
     unjudged: list[tuple[Any, Future[Any]]] = []
