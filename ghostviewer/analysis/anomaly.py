@@ -11,15 +11,15 @@ Forward hooks fire innermost first, so among nested modules the deepest one to s
               phases, one channel's mean — outside the pipeline's healthy envelope by the baseline's margin. The
               anomaly then also holds `z` (robust z-units from the healthy median) and `stat` (which statistic).
 Warnings and failures. An `overflow` of the latents themselves (HEADROOM_MODULES: the initial latents and each
-scheduler step's, large by design where a sigma-scaled scheduler such as Euler multiplies the noise by its
-sigma_max — the demo's Euler latents are ~2·10⁴ at `pipeline.prepare_latents`, in every family that has such a
-scheduler) is a benign *warning* while it stays within HEADROOM_SIGMAS of the scheduler's own init_noise_sigma (the
-run records it: `latent_sigma`): the run is fine, and it says nothing of a failure. A latents overflow under DDIM or
-PNDM (sigma 1), or one far past the sigma, is a failure. Every other anomaly is a
-*failure*, an overflow inside a model included (a float16 run would turn it into inf). `first` is the run's
-first failure, or its first warning while nothing has failed (the record's and the run JSON's first_anomaly);
-`first_warning` its first warning (first_warning in both). `first_failure` finds the first failure in a run's
-rows again, past any earlier warning: what a bisection looks for (analysis.symptom).
+scheduler step's, large by design where a sigma-scaled scheduler such as Euler multiplies the noise by its sigma_max
+— the demo's Euler latents are ~2·10⁴ at `pipeline.prepare_latents`, in every family that has such a scheduler) is a
+benign *warning* while it stays within HEADROOM_SIGMAS of the scheduler's own init_noise_sigma (the run records it:
+environment `latents.init_noise_sigma`): the run is fine, and it says nothing of a failure. A latents overflow under
+DDIM or PNDM (sigma 1), or one far past the sigma, is a failure. Every other anomaly is a *failure*, an overflow
+inside a model included (a float16 run would turn it into inf). `first` is the run's first failure, or its first
+warning while nothing has failed (the record's and the run JSON's first_anomaly); `first_warning` its first warning
+(first_warning in both). `first_failure` finds the first failure in a run's rows again, past any earlier warning:
+what a bisection looks for (analysis.symptom).
 The ratios were calibrated on healthy demo runs (scripts/calibrate_verdicts.py reports anomalies too).
 """
 
@@ -162,5 +162,6 @@ def first_failure(rows: Iterable[StatRow], baseline: Baseline | None = None,
 
 def recorded_latent_sigma(environment: Mapping[str, object] | None) -> float | None:
     """The run's scheduler's init_noise_sigma as its record holds it (None: recorded before it was)."""
-    value = (environment or {}).get("latent_sigma")
+    latents = (environment or {}).get("latents")
+    value = latents.get("init_noise_sigma") if isinstance(latents, Mapping) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

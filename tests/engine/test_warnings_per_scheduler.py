@@ -30,7 +30,7 @@ def test_the_rule_is_the_schedulers_sigma() -> None:
 def test_sigma_scaled_latents_are_a_warning_never_a_symptom(demo_loaded, runs_dir: Path, scheduler: str) -> None:
     run = api.run(demo_loaded.pipe, "a red circle", steps=2, scheduler=scheduler, runs_dir=runs_dir)
     record = RunRecord(run["run_dir"])
-    assert record.environment["latent_sigma"] > 1e4  # the scheduler's init_noise_sigma, as it ran
+    assert record.environment["latents"]["init_noise_sigma"] > 1e4  # the scheduler's init_noise_sigma, as it ran
     assert run["verdict"]["label"] == "ok"
     assert run["first_warning"]["module"] == "pipeline.prepare_latents"
     assert run["first_warning"]["kind"] == "overflow"
@@ -66,7 +66,7 @@ def test_ddim_latents_past_float16_are_a_failure(demo_loaded, loud_steps: dict[s
     loud_steps["factor"] = 1e5  # the demo's DDIM latents are ~12: 1.2·10⁶
     run = api.run(demo_loaded.pipe, "a red circle", steps=3, runs_dir=runs_dir)
     record = RunRecord(run["run_dir"])
-    assert record.environment["latent_sigma"] == 1.0
+    assert record.environment["latents"]["init_noise_sigma"] == 1.0
     assert run["first_anomaly"] == {"phase": "denoise", "step": 1, "module": "scheduler.step", "kind": "overflow"}
     assert run["first_warning"] is None
     symptom = Symptom.of_record(record)

@@ -209,7 +209,8 @@ def record_call(
     environment = {**describe_environment(loaded.device), "pipeline": describe_source(loaded)}
     environment["determinism"] = {**environment.get("determinism", {}), "generator_device": settings.generator_device}
     environment.update(call.environment)
-    environment["latent_sigma"] = latent_sigma(pipe)  # what makes a headroom note on the latents benign
+    # what makes a headroom note on the latents benign (nested: a consequence of the scheduler, not an environment)
+    environment["latents"] = {"init_noise_sigma": latent_sigma(pipe)}
     if not options.fingerprints:
         environment["fingerprint"] = NO_FINGERPRINTS
     # The record is written in batches between steps (record_buffer.py); events are emitted here, each once its
@@ -224,7 +225,7 @@ def record_call(
         if hasattr(hook, "thread"):
             hook.thread = call.thread
     detector = judge.detector()
-    detector.latent_sigma = environment["latent_sigma"]
+    detector.latent_sigma = environment["latents"]["init_noise_sigma"]
     started = time.perf_counter()
 
     unjudged: list[tuple[Any, Future[Any]]] = []
