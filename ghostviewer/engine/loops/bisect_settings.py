@@ -1,107 +1,89 @@
 """Settings bisection: of the settings that differ between a good and a bad run, the fewest that make it bad.
 
-Two runs that differ in several settings (dtype per component, scheduler, guidance, size, steps, prompt, seed,
-device, bypasses, faults) — which difference is the bug? Each re-run takes the bad run's settings with a
+Two runs that differ in several settings (dtype per component, scheduler and its config keys, guidance, size,
+steps, prompt, seed, device, the call's strength, batch, ControlNet scale, generator device and LoRA scales, the
+attention backend, bypasses, faults) — which difference is the bug? Each re-run takes the bad run's settings with a
 subset of the differences swapped for the good run's values, and asks whether the bad run's symptom is still
 there (analysis.symptom: the same oracle as bisection by bypass). Delta debugging (analysis.ddmin) finds a
-1-minimal set of differences that keeps the symptom.
+1-minimal set of differences that keeps the symptom. What counts as one difference: bisect_units.
 
 A per-component dtype (`float32,vae=float16`) is split into one difference per component whose dtype differs,
 when more than one does: "float16 everywhere" against "float32" then comes out as "the VAE in float16". Each
 dtype is loaded once through PipelineCache, so a bisection over dtypes loads each combination it tries once.
-Settings that only change what is recorded (captures, trace depth, attention maps) are not bisected: they are
-taken from the bad run and listed under `ignored`, with the pipeline source (always the bad run's).
+A scheduler config key (`scheduler.final_sigmas_type`) is flipped by installing, for the trial, the scheduler its
+config describes (the recorded class and keys, the kept ones the bad run's). Settings that only change what is
+recorded (captures, trace depth, attention maps) are not bisected: they are taken from the bad run and listed
+under `ignored`, with the pipeline source (always the bad run's); other components' config keys that differ are
+listed under `component_differences`.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ghostviewer.analysis.compare import component_settings, settings_diff
+import diffusers
+import torch
+
+from ghostviewer.analysis.anomaly import recorded_latent_sigma
 from ghostviewer.analysis.ddmin import ddmin
 from ghostviewer.analysis.symptom import Symptom
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loops.bisect_trials import BisectionCancelled, ProgressFn, Trials, quiet
+from ghostviewer.engine.loops.bisect_units import (
+    DTYPE,
+    Side,
+    compose,
+    differences,
+    other_component_differences,
+    shown,
+)
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
-from ghostviewer.engine.run.baseline_lookup import format_dtypes
 from ghostviewer.engine.run.runner import CancelToken
 from ghostviewer.engine.tracing.blocks import pipeline_components
 from ghostviewer.record import StudyWriter
 from ghostviewer.spec import RunSpec
 
-RECORDING_ONLY = frozenset({"capture", "trace_depth", "capture_attention", "extra", "source"})
-_DTYPE = "dtype"
-
-
-def per_component(spec: str | None, components: list[str]) -> dict[str, str] | None:
-    """'float32,vae=float16' → {component: dtype} over `components`; None when the spec cannot be read."""
-    default, overrides = "float32", {}
-    for part in (spec or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, sep, value = part.partition("=")
-        if sep:
-            overrides[name.strip()] = value.strip()
-        else:
-            default = name
-    if set(overrides) - set(components):
-        return None
-    return {c: overrides.get(c, default) for c in components}
-
-
-def differences(bad: RunSpec, good: RunSpec, components: list[str]) -> tuple[list[str], dict[str, Any]]:
-    """(the bisected differences, the ignored ones). A difference is a setting name, or 'dtype:COMPONENT'."""
-    diff = settings_diff(good.to_dict(), bad.to_dict())
-    ignored = {k: v for k, v in diff.items() if k in RECORDING_ONLY}
-    units: list[str] = []
-    for key in diff:
-        if key in RECORDING_ONLY:
-            continue
-        if key == _DTYPE:
-            ours, theirs = per_component(bad.dtype, components), per_component(good.dtype, components)
-            split = [c for c in components if ours and theirs and ours[c] != theirs[c]]
-            if len(split) > 1:
-                units.extend(f"{_DTYPE}:{c}" for c in split)
-                continue
-        units.append(key)
-    return units, ignored
-
-
-def compose(
-    bad: RunSpec, good: RunSpec, kept: list[str], units: list[str], components: list[str]
-) -> RunSpec:
-    """The bad run's settings with every difference not in `kept` taken from the good run."""
-    data = bad.to_dict()
-    theirs = good.to_dict()
-    for unit in units:
-        if unit not in kept and not unit.startswith(f"{_DTYPE}:"):
-            data[unit] = theirs[unit]
-    split_parts = [u.split(":", 1)[1] for u in units if u.startswith(f"{_DTYPE}:")]
-    if split_parts:
-        kept_parts = {u.split(":", 1)[1] for u in kept if u.startswith(f"{_DTYPE}:")}
-        if kept_parts == set(split_parts):
-            data[_DTYPE] = bad.dtype
-        elif not kept_parts:
-            data[_DTYPE] = good.dtype
-        else:
-            ours, base = per_component(bad.dtype, components), per_component(good.dtype, components)
-            assert ours is not None and base is not None  # split only when both were readable
-            mixed = {c: ours[c] if c in kept_parts else base[c] for c in components}
-            data[_DTYPE] = format_dtypes(mixed, prefer=Counter(base.values()).most_common(1)[0][0])
-    return RunSpec.from_dict(data)
-
-
-def _shown(settings: RunSpec, key: str) -> Any:
-    value = settings.to_dict()[key]
-    return value or "float32" if key == _DTYPE else value  # no dtype given means float32
+__all__ = ["bisect_settings", "compose", "differences"]
 
 
 def _as_run(settings: RunSpec, keys: list[str]) -> dict[str, Any]:
-    data = settings.to_dict()
-    return {key: data.get(key) for key in keys}
+    return {key: getattr(settings, key) for key in keys if hasattr(settings, key)}
+
+
+def build_scheduler(config: dict[str, Any]) -> Any:
+    """The scheduler a recorded config describes (its `_class` and keys)."""
+    name = str(config.get("_class"))
+    cls = getattr(diffusers, name, None)
+    if cls is None or not hasattr(cls, "from_config"):
+        raise GhostError(f"the recorded scheduler class {name!r} is not one this diffusers has: cannot flip its keys")
+    return cls.from_config({k: v for k, v in config.items() if not k.startswith("_")})
+
+
+@contextmanager
+def _installed(loaded: Any, config: dict[str, Any] | None) -> Iterator[None]:
+    """The trial's scheduler on the pipeline for the run, the pipeline's own put back after it."""
+    if config is None:
+        yield
+        return
+    original = loaded.pipe.scheduler
+    loaded.pipe.scheduler = build_scheduler(config)
+    try:
+        yield
+    finally:
+        loaded.pipe.scheduler = original
+
+
+def _refuse_unrunnable(units: list[str], bad: RunSpec, good: RunSpec, pipeline: Any) -> None:
+    if pipeline is not None and any(u.split(":")[0] in (DTYPE, "device") for u in units):
+        raise GhostError(
+            "an in-memory pipeline has one dtype and device: bisect dtype or device against the recorded source"
+        )
+    if "generator_device" in units and not torch.cuda.is_available():
+        raise GhostError(f"the runs differ in generator_device ({good.generator_device} → {bad.generator_device}), "
+                         "and torch sees no CUDA device here: bisect them on a machine with one")
 
 
 def bisect_settings(
@@ -116,25 +98,25 @@ def bisect_settings(
 ) -> dict[str, Any]:
     """CONTRACT's settings `bisect` dict: {"culprit_settings": {setting: [good, bad]}, "reruns", "trail",
     "study_dir", "differences", "ignored", ...}. `runs_dir`: where the study goes (default: beside the bad run).
+    A scheduler config key is named "scheduler.KEY", a LoRA's scale "adapters:FILE".
     """
-    bad_record, bad = open_recorded(bad_run_dir)
-    good_record, good = open_recorded(good_run_dir)
+    bad_record, bad_spec = open_recorded(bad_run_dir)
+    good_record, good_spec = open_recorded(good_run_dir)
     symptom = Symptom.of_record(bad_record)  # the first failure, never an earlier warning
     if symptom is None:
         raise GhostError("nothing to bisect: the run is healthy")
-    if symptom.shown_by(good_record.verdict, good_record.first_anomaly, good_record.stats(), good_record.status):
+    if symptom.shown_by(good_record.verdict, good_record.first_anomaly, good_record.stats(), good_record.status,
+                        latent_sigma=recorded_latent_sigma(good_record.environment)):
         raise GhostError(f"the good run {good_record.path.name} shows the bad run's symptom too ({symptom.describe()})")
+    bad, good = Side.of(bad_spec, bad_record.environment), Side.of(good_spec, good_record.environment)
     cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle)
-    loaded = cache.get(bad)
+    loaded = cache.get(bad_spec)
     components = [c for c in pipeline_components(loaded.pipe) if c in loaded.dtypes]  # encode, denoise, decode
     units, ignored = differences(bad, good, components)
     if not units:
         raise GhostError("the two runs have the same settings: nothing to bisect (try `ghostviewer replay`)")
-    if pipeline is not None and any(u.split(":")[0] in (_DTYPE, "device") for u in units):
-        raise GhostError(
-            "an in-memory pipeline has one dtype and device: bisect dtype or device against the recorded source"
-        )
-    changed = sorted({u.split(":")[0] for u in units})
+    _refuse_unrunnable(units, bad_spec, good_spec, pipeline)
+    changed = sorted({u.split(":")[0] for u in units if "." not in u})
     params = {"mode": "settings", "run_dir": str(bad_record.path), "good_run_dir": str(good_record.path),
               "differences": units}
     study = StudyWriter.create(Path(runs_dir) if runs_dir else bad_record.path.parent, "bisect", params)
@@ -147,9 +129,11 @@ def bisect_settings(
         trials = Trials(cache, study, symptom, emit, cancel)
 
         def fails(kept: list[str]) -> bool:
-            trial = compose(bad, good, kept, units, components)
+            trial, scheduler = compose(bad, good, kept, units, components)
             entry = trials.run(trial, {"kept_bad": kept}, note="bad values kept: " + ", ".join(kept),
-                               describe={"kept_bad": list(kept), "settings": _as_run(trial, changed)})
+                               around=lambda loaded: _installed(loaded, scheduler),
+                               describe={"kept_bad": list(kept), "settings": _as_run(trial, changed),
+                                         **({"scheduler_config": scheduler} if scheduler else {})})
             study.set_progress(len(trials.trail()))
             return entry["symptom"] is not False  # a crash is no evidence that the failure went away
 
@@ -158,10 +142,10 @@ def bisect_settings(
             minimal = ddmin(units, fails)
         except BisectionCancelled:
             minimal, status = units, "cancelled"
-        culprit = compose(bad, good, minimal, units, components)
-        touched = sorted({u.split(":")[0] for u in minimal})
+        culprit, _scheduler = compose(bad, good, minimal, units, components)
+        named = dict(shown(bad, good, culprit, unit) for unit in minimal)
         result: dict[str, Any] = {
-            "culprit_settings": {key: [_shown(good, key), _shown(culprit, key)] for key in touched},
+            "culprit_settings": dict(sorted(named.items())),
             "culprit_differences": minimal,
             "reruns": len(trials.trail()),
             "trail": trials.trail(),
@@ -172,9 +156,8 @@ def bisect_settings(
             "first_warning": symptom.warning,
             "differences": units,
             "ignored": ignored,
-            # component configs (a scheduler's keys) that differ: shown, not yet flipped one by one
-            "component_differences": settings_diff(component_settings(good_record.environment),
-                                                   component_settings(bad_record.environment)),
+            # other components' config keys (a U-Net's, a VAE's) that differ: shown, never flipped
+            "component_differences": other_component_differences(bad_record.environment, good_record.environment),
         }
         if status == "cancelled":
             result["status"] = "cancelled"
