@@ -1,7 +1,14 @@
 """The sweep gallery dock: a sweep's runs as a prompt × seed grid (a seed failing every prompt is a red column)
 or as a list of thumbnails with first-anomaly labels, sortable; verdict badges, failing runs framed in red,
 filters by verdict / prompt / seed, failure rates per prompt and per seed (sweep_rates.py), the Seeds field for
-dropped lists, and the sweep's progress. A click on a thumbnail emits the run folder (`runActivated`)."""
+dropped lists, and the sweep's progress. A click on a thumbnail emits the run folder (`runActivated`).
+
+Room (1280×720 and 1366×768 leave the bottom dock ~560–650 px by ~270–380): the grid's cells are at least 64 px
+(a thumbnail and its badge readable); beyond that the grid scrolls sideways a column at a time, as many whole
+columns shown as fit (none cut at the edge), its prompt column staying put; the rates pane beside it shows only
+where the gallery is wide (WIDE_PX) or when asked for ("rates"), so the grid keeps the room; and the gallery's own
+minimum height stays below the dock's, so the dock never scrolls it (which hid the grid's last column and scroll
+bar out of sight)."""
 
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from PySide6.QtWidgets import (
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -52,7 +60,10 @@ THUMB = 80  # the list's thumbnails (the demo's images are 64 px)
 CELL = QSize(THUMB + 12, THUMB + 38)
 SEEDS_TIP = "Seeds for a dropped prompt list: 0-99, 1,5,9 or a mix"
 OPEN_TIP = "Pick a prompt list and sweep it × these seeds"
-GRID_CELL = (36, 96)  # the grid's cells: as wide as fits all seeds in the view, within these bounds
+GRID_CELL = (64, 96)  # the grid's cells: as wide as fits all seeds in the view, within these bounds
+GRID_MIN_H = 110  # the grid's own minimum height: its header, one row of cells and the sideways scroll bar
+WIDE_PX = 820  # a gallery at least this wide shows the rates pane beside the grid unless told otherwise
+RATES_TIP = "Failure rates per prompt and per seed, beside the grid (the grid's headers carry them too)"
 LINE = 16  # a text line under a list thumbnail
 BADGE_OK, BADGE_BAD = QColor("#2e7d32"), QColor("#c62828")
 VIEWS = ("grid", "list")
@@ -75,6 +86,9 @@ class ThumbnailDelegate(QStyledItemDelegate):
         rect: QRect = option.rect  # type: ignore[attr-defined]
         if index.data(RUN_DIR) is None:
             return  # an empty grid cell: that prompt and seed were not run (or are filtered out)
+        view = option.widget  # type: ignore[attr-defined]
+        if not self.labels and isinstance(view, QTableView) and not view.viewport().rect().contains(rect):
+            return  # a column (row) at the grid's edge shown only in part: left blank, never a cut thumbnail
         painter.save()
         if option.state & option.state.State_Selected:  # type: ignore[attr-defined]
             painter.fillRect(rect, option.palette.highlight())  # type: ignore[attr-defined]
@@ -123,6 +137,10 @@ class SweepGrid(QTableView):
         self.setItemDelegate(ThumbnailDelegate(labels=False, parent=self))
         self.setShowGrid(False)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)  # no width jitter when it shows
+        # a column (a row) at a time: with whole columns in the width, none is ever cut, the last one included
+        self.setHorizontalScrollMode(QTableView.ScrollMode.ScrollPerItem)
+        self.setVerticalScrollMode(QTableView.ScrollMode.ScrollPerItem)
+        self.setMinimumHeight(GRID_MIN_H)
         self.setSelectionMode(QTableView.SelectionMode.SingleSelection)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         for header in (self.horizontalHeader(), self.verticalHeader()):
@@ -144,8 +162,11 @@ class SweepGrid(QTableView):
             self.verticalHeader().setMinimumWidth(width)
 
     def cell_size(self) -> int:
-        columns = max(1, self.model().columnCount())
-        return max(GRID_CELL[0], min(GRID_CELL[1], self.viewport().width() // columns))
+        """All the seeds in the view's width when they fit at GRID_CELL[0] or more; else as many whole columns as
+        fit (scrolled a column at a time), so that no column is ever cut at the view's edge."""
+        columns, width = max(1, self.model().columnCount()), self.viewport().width()
+        shown = columns if columns * GRID_CELL[0] <= width else max(1, width // GRID_CELL[0])
+        return max(GRID_CELL[0], min(GRID_CELL[1], width // shown))
 
     def fit_cells(self) -> None:
         size = self.cell_size()
@@ -210,6 +231,8 @@ class SweepGallery(QWidget):
         self.views.addWidget(self.grid)
         self.views.addWidget(self.view)
         self.rates = SweepRates(model)
+        self.rates_button = QToolButton(text="rates", checkable=True, toolTip=RATES_TIP)
+        self._rates_chosen = False  # the user toggled the rates pane: the width no longer decides
         self._layout()
         self.seeds.textChanged.connect(self._on_seeds)
         self.open_button.clicked.connect(self._choose_list)
@@ -222,6 +245,7 @@ class SweepGallery(QWidget):
             view.clicked.connect(self._on_clicked)
             view.customContextMenuRequested.connect(lambda pos, view=view: self._menu(view, pos))
         self.rates.rowChosen.connect(self.filter_to)
+        self.rates_button.clicked.connect(self._on_rates_clicked)
         model.changed.connect(self._on_model_changed)
         if coordinator is not None:
             self.cancel_button.clicked.connect(coordinator.cancel)
@@ -245,6 +269,7 @@ class SweepGallery(QWidget):
         for widget in (self.shape, self.verdict, self.prompt, self.seed_filter, self.sort):
             filters.addWidget(widget)
         filters.addStretch(1)
+        filters.addWidget(self.rates_button)
         left = QWidget()
         column = QVBoxLayout(left)
         column.setContentsMargins(0, 0, 0, 0)
@@ -256,11 +281,28 @@ class SweepGallery(QWidget):
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
         split.setSizes([700, 260])
+        split.setCollapsible(0, False)
+        self.split = split
+        self.rates.hide()  # until the gallery's width is known (resizeEvent)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
         outer.addLayout(top)
         outer.addWidget(self.status)
         outer.addWidget(split, 1)
+
+    # -- room -------------------------------------------------------------------------------------
+    def show_rates(self, shown: bool) -> None:
+        self.rates.setVisible(shown)
+        self.rates_button.setChecked(shown)
+
+    def _on_rates_clicked(self, checked: bool) -> None:
+        self._rates_chosen = True
+        self.show_rates(checked)
+
+    def resizeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)  # type: ignore[arg-type]
+        if not self._rates_chosen:
+            self.show_rates(self.width() >= WIDE_PX)
 
     # -- model and coordinator --------------------------------------------------------------------
     def _on_model_changed(self) -> None:

@@ -4,16 +4,19 @@ Clicking a row filters the gallery to that prompt or seed."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from ghostviewer.gui.models.sweep_model import SweepModel
 
 BY = ("prompt", "seed")
 BAR_OK, BAR_BAD = "#2e7d32", "#c62828"
+TICK_GAP_PX, AXIS_PX = 8, 40  # room between two axis labels; the chart's left axis and margins
 
 
 class SweepRates(QWidget):
@@ -22,6 +25,7 @@ class SweepRates(QWidget):
     def __init__(self, model: SweepModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
+        self._labels: list[tuple[int, str]] = []
         self.by = QComboBox()
         self.by.addItems([f"per {b}" for b in BY])
         self.table = QTableWidget(0, 3)
@@ -83,11 +87,22 @@ class SweepRates(QWidget):
         heights = np.array([r[3] for r in rows], dtype=float)
         brushes = [pg.mkBrush(BAR_BAD if h > 0 else BAR_OK) for h in heights]
         self.bars.setOpts(x=np.arange(len(rows)), height=np.maximum(heights, 0.01), width=0.8, brushes=brushes)
-        axis = self.plot.getAxis("bottom")
         self.plot.setLabel("bottom", self.kind)
-        labels = [(i, str(i + 1) if self.kind == "prompt" else str(r[0])) for i, r in enumerate(rows)]
-        axis.setTicks([labels if len(labels) <= 30 else labels[:: max(1, len(labels) // 30)]])
+        self._labels = [(i, str(i + 1) if self.kind == "prompt" else str(r[0])) for i, r in enumerate(rows)]
+        self._fit_ticks()
         self.plot.setXRange(-0.6, max(len(rows), 1) - 0.4, padding=0)
+
+    def _fit_ticks(self) -> None:
+        """As many axis labels as the chart's width holds (50 seeds in 200 px: every third), never overlapping."""
+        labels = self._labels
+        widest = max((self.fontMetrics().horizontalAdvance(text) for _, text in labels), default=0) + TICK_GAP_PX
+        room = max(1, self.plot.width() - AXIS_PX)
+        every = max(1, math.ceil(len(labels) * widest / room))
+        self.plot.getAxis("bottom").setTicks([labels[::every]])
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit_ticks()
 
     def _on_clicked(self, row: int, _column: int) -> None:
         rows = self.rows()
