@@ -203,7 +203,11 @@ def _drive(study: StudyWriter, spec: SweepSpec, total: int, pipeline: Any, ray: 
     if ray:
         if pipeline is not None:
             raise GhostError("a Ray sweep loads the pipeline on each worker: give a source, not an object")
-        results = ray_results(spec, todo(), study.runs_dir, cancel, ray)
+        def note(message: str) -> None:  # a Ray worker lost or restarted: in the study's events, and shown
+            study.event("ray_worker", message, level="warning")
+            emit({"event": "sweep_worker", "study_dir": str(study.path), "message": message})
+
+        results = ray_results(spec, todo(), study.runs_dir, cancel, ray, note=note)
     else:
         results = local_results(spec, todo(), study.runs_dir, cancel, pipeline)
     started, made = time.perf_counter(), 0
