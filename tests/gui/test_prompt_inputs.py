@@ -153,7 +153,8 @@ def test_the_inputs_are_remembered_and_a_gone_file_is_left_out_with_a_note(qtbot
     model, editor = again.state.prompt, again.prompt_panel.inputs
     assert (model.init_image, model.mask, model.strength, model.batch) == (str(init), str(mask), 0.4, 2)
     assert model.fault == "" and model.notes == []  # a ghost is never remembered
-    assert editor.header.isChecked() and editor.slots["mask"].thumb.shown_pixel(0.5, 0.5) == (255, 255, 255)
+    assert editor.header.text() == "inpaint" and not editor.header.isChecked()  # closed until used, named
+    assert editor.slots["mask"].thumb.shown_pixel(0.5, 0.5) == (255, 255, 255)
     again.state.controller.shutdown()
     mask.unlink()
     last = open_window()

@@ -8,6 +8,7 @@ spec refuses what it refuses, and the panel shows its words under Run."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMenu,
     QSizePolicy,
     QSlider,
     QSpinBox,
@@ -73,7 +75,7 @@ class CallInputsEditor(QWidget):
                                        toolTip="How much of the init image is repainted (0–1)")
         self.strength = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, decimals=2,
                                        toolTip=self.strength_slider.toolTip())
-        self.paint = QToolButton(text="Paint mask…", toolTip="Paint the mask over the init image (white: repaint)")
+        self.paint = QAction("Paint over the init image…", self, toolTip="Paint the mask (white: repaint)")
         self.controlnet = QLineEdit(placeholderText="the pipeline's own",
                                     toolTip="A saved ControlNetModel's folder (as the CLI's --controlnet)")
         self.controlnet_pick = QToolButton(text="…", toolTip="Choose a ControlNet folder")
@@ -84,6 +86,12 @@ class CallInputsEditor(QWidget):
         for device in GENERATOR_DEVICES:
             self.generator.addItem(device, device)
         self.loras = LoraList(model)
+        mask_pick = self.slots["mask"].pick  # its menu: a file, or paint one
+        mask_pick.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
+        menu = QMenu(mask_pick)
+        menu.addAction("Choose a file…", self.slots["mask"].choose)
+        menu.addAction(self.paint)
+        mask_pick.setMenu(menu)
         self.body = QWidget()
         self._layout()
         self.header.toggled.connect(self._open)
@@ -92,7 +100,7 @@ class CallInputsEditor(QWidget):
             slot.removeRequested.connect(lambda key=key: model.update(**{key: ""}))
         self.strength_slider.valueChanged.connect(lambda v: model.update(strength=v / SLIDER_STEPS))
         self.strength.valueChanged.connect(lambda v: model.update(strength=round(float(v), 4)))
-        self.paint.clicked.connect(self.paint_mask)
+        self.paint.triggered.connect(self.paint_mask)
         self.controlnet.editingFinished.connect(lambda: model.update(controlnet=self.controlnet.text().strip()))
         self.controlnet_pick.clicked.connect(self._choose_controlnet)
         self.control_scale.valueChanged.connect(lambda v: model.update(controlnet_scale=float(v)))
@@ -100,7 +108,7 @@ class CallInputsEditor(QWidget):
         self.generator.currentIndexChanged.connect(
             lambda i: model.update(generator_device=self.generator.itemData(i)) if i >= 0 else None)
         model.changed.connect(self._sync)
-        self.header.setChecked(in_use(model))
+        self.header.setChecked(bool(model.notes))  # closed at launch, even when in use: its toggle says so
         self._open(self.header.isChecked())
         self._sync()
 
@@ -116,6 +124,8 @@ class CallInputsEditor(QWidget):
         controlnet = QHBoxLayout()
         controlnet.addWidget(self.controlnet, 1)
         controlnet.addWidget(self.controlnet_pick)
+        controlnet.addWidget(QLabel("×"))  # the conditioning scale
+        controlnet.addWidget(self.control_scale)
         batch = QHBoxLayout()
         batch.addWidget(self.batch)
         batch.addWidget(QLabel("generator"))
@@ -125,9 +135,7 @@ class CallInputsEditor(QWidget):
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow(slots)
         form.addRow("Strength", strength)
-        form.addRow("", self.paint)
         form.addRow("ControlNet", controlnet)
-        form.addRow("Control scale", self.control_scale)
         form.addRow("Batch", batch)
         form.addRow("LoRA", self.loras)
         self.body.setLayout(form)

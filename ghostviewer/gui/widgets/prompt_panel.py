@@ -6,7 +6,7 @@ short; the Run button stays below them, always in view, and says what the next r
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QResizeEvent, QValidator
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
@@ -45,6 +45,7 @@ REFUSAL_STYLE = "color: #c62828;"
 # The boxes take far more than a run accepts: a typed value stays as typed and the run spec's own checks refuse it
 # in words (a box's own maximum would cut "100000" to "1000" without a word).
 BOX_LIMIT = 999_999
+FIT_SLACK_PX = 16  # resizeDocks lands a few pixels short of the height asked for
 # field -> (name in a message, what it should hold)
 FIELD_WORDS = {"seed": ("seed", "a whole number (or press Randomise)"), "steps": ("steps", "a number of steps"),
                "guidance": ("guidance", "a number (or the lowest value: pipeline default)"),
@@ -253,8 +254,11 @@ class PromptPanel(QWidget):
             area = window.dockWidgetArea(dock)
             self._closed_heights = {d: d.height() for d in window.findChildren(QDockWidget)
                                     if window.dockWidgetArea(d) == area and d.isVisible() and not d.isFloating()}
-            wanted = dock.height() + self.scroll.widget().sizeHint().height() - self.scroll.viewport().height()
+            self.scroll.widget().layout().activate()  # the opened section's height, not the closed one's
+            wanted = (dock.height() + self.scroll.widget().sizeHint().height() - self.scroll.viewport().height()
+                      + FIT_SLACK_PX)
             window.resizeDocks([dock], [wanted], Qt.Orientation.Vertical)
+            QTimer.singleShot(0, self, lambda: self.scroll.ensureWidgetVisible(self.inputs, 0, 0))  # once laid out
         elif self._closed_heights:
             docks = [d for d in self._closed_heights if d.isVisible() and not d.isFloating()]
             window.resizeDocks(docks, [self._closed_heights[d] for d in docks], Qt.Orientation.Vertical)
