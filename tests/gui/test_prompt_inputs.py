@@ -102,13 +102,12 @@ def test_a_refused_strength_or_mask_says_the_specs_words_and_queues_nothing(wind
     assert window.statusBar().currentMessage().startswith("Not queued: the mask")
 
 
-def test_controlnet_batch_generator_and_loras_go_into_the_spec(panel: PromptPanel, tmp_path: Path) -> None:
+def test_controlnet_batch_generator_and_loras_go_into_the_spec(panel: PromptPanel, qtbot, tmp_path: Path) -> None:  # noqa: ANN001
     control, folder = _image(tmp_path / "edges.png", colour=(0, 0, 0)), tmp_path / "controlnet"
     folder.mkdir()
     editor = panel.inputs
     editor.set_file("control_image", str(control))
-    editor.controlnet.setText(str(folder))
-    editor.controlnet.editingFinished.emit()
+    qtbot.keyClicks(editor.controlnet, str(folder))
     editor.control_scale.setValue(0.5)
     editor.batch.setValue(4)
     editor.generator.setCurrentIndex(editor.generator.findData("cuda"))

@@ -101,7 +101,8 @@ class CallInputsEditor(QWidget):
         self.strength_slider.valueChanged.connect(lambda v: model.update(strength=v / SLIDER_STEPS))
         self.strength.valueChanged.connect(lambda v: model.update(strength=round(float(v), 4)))
         self.paint.triggered.connect(self.paint_mask)
-        self.controlnet.editingFinished.connect(lambda: model.update(controlnet=self.controlnet.text().strip()))
+        self.controlnet.textEdited.connect(lambda text: model.update(controlnet=text.strip()))  # as typed: Run
+        # never takes a folder the field no longer shows
         self.controlnet_pick.clicked.connect(self._choose_controlnet)
         self.control_scale.valueChanged.connect(lambda v: model.update(controlnet_scale=float(v)))
         self.batch.valueChanged.connect(lambda v: model.update(batch=int(v)))
