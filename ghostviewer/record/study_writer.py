@@ -5,18 +5,41 @@ Every call commits at once: a study lasts minutes to hours, and a crash must los
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from . import schema
 from . import study_schema as sschema
+from .disk import DiskFull, disk_full, is_disk_full
 from .errors import RecordError
 from .lock import WriterLock
 from .sqlite_store import StoreWriter, connect
 from .study_reader import StudyRecord
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _space(method: _F) -> _F:
+    """A write of the study's index that meets a full disk raises DiskFull: one line naming the study's folder
+    and what is left on its disk, as a run's own writes do."""
+
+    @functools.wraps(method)
+    def checked(self: StudyWriter, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            if is_disk_full(exc):
+                with contextlib.suppress(sqlite3.Error, RecordError):
+                    self.conn.rollback()  # nothing half-written left in the transaction for the next write
+                raise self._disk_full(exc) from exc
+            raise
+
+    return cast(_F, checked)
 
 
 def _label(verdict: Any) -> str | None:
@@ -90,6 +113,11 @@ class StudyWriter(StoreWriter):
         return writer
 
     # -- writes (each committed at once) ------------------------------------------------------------------
+    def _disk_full(self, exc: BaseException) -> DiskFull:
+        return disk_full(self.path, f"cannot write the index of study {self.study_id} ({sschema.STUDY_DB_NAME}); "
+                                    "resume it once there is room")
+
+    @_space
     def _set_meta(self, **values: Any) -> None:
         super()._set_meta(**values)
         self.conn.commit()
@@ -100,6 +128,7 @@ class StudyWriter(StoreWriter):
         home = self.path.resolve()
         return target.relative_to(home).as_posix() if target.is_relative_to(home) else str(target)
 
+    @_space
     def add_run(
         self,
         run_dir: str | Path,
@@ -153,6 +182,7 @@ class StudyWriter(StoreWriter):
         """The study's result so far (a 'summary' key, a few words, is what the history shows)."""
         self._set_meta(result=result)
 
+    @_space
     def event(self, kind: str, message: str, level: str = "info", **data: Any) -> None:
         self.conn.execute(
             "INSERT INTO events (t, level, kind, message, data) VALUES (?, ?, ?, ?, ?)",
