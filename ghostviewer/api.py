@@ -70,6 +70,7 @@ def run(
     lora: str | Path | Iterable[str | Path] | None = None,
     adapters: Iterable[str] = DEFAULTS.adapters,
     fuse_lora: bool = DEFAULTS.fuse_lora,
+    attention_backend: str | None = DEFAULTS.attention_backend,
 ) -> dict[str, Any]:
     """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image).
     `lora` (or `adapters`, the RunSpec's name): LoRA files, "FILE" or "FILE:SCALE", loaded for this run only and
@@ -91,7 +92,7 @@ def run(
         control_image=None if control_image is None else str(control_image),
         controlnet=None if controlnet is None else str(controlnet), controlnet_scale=controlnet_scale,
         adapters=(*_entries(lora), *_entries(adapters)),
-        fuse_lora=fuse_lora,
+        fuse_lora=fuse_lora, attention_backend=attention_backend,
     )
     return run_spec(source, spec, runs_dir=runs_dir, allow_pickle=allow_pickle, config=config,
                     on_progress=on_progress, reference=reference, baseline=baseline)

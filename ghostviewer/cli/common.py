@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ghostviewer.spec import DEFAULTS
-from ghostviewer.spec.run_spec import GENERATOR_DEVICES, TRACE_DEPTHS
+from ghostviewer.spec.run_spec import ATTENTION_BACKENDS, GENERATOR_DEVICES, TRACE_DEPTHS
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -54,6 +54,8 @@ SPEC_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
                             "the run at SCALE (default 1.0) and unloaded after it; repeatable"}),
     "--fuse-lora": ("fuse_lora", {"action": "store_true", "help": "fuse the LoRAs into the weights for the run "
                                   "(diffusers' fuse_lora with safe_fusing); unfused after it"}),
+    "--attention-backend": ("attention_backend", {"choices": ATTENTION_BACKENDS, "help": "diffusers' attention "
+                                                  "processor on every Attention module (default: the pipeline's own)"}),
 }
 
 

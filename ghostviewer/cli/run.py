@@ -22,7 +22,7 @@ from ghostviewer.spec import DEFAULTS, RunSpec
 RUN_FLAGS = ("--negative", "--seed", "--steps", "--guidance", "--width", "--height", "--scheduler", "--dtype",
              "--device", "--bypass", "--capture", "--fault", "--trace-depth", "--capture-attention",
              "--init-image", "--strength", "--mask", "--batch", "--generator-device", "--control-image",
-             "--controlnet", "--controlnet-scale", "--lora", "--fuse-lora")
+             "--controlnet", "--controlnet-scale", "--lora", "--fuse-lora", "--attention-backend")
 DEMO_PROMPT = "a red circle on a blue background, top left"
 
 

@@ -23,6 +23,7 @@ SPEC_VERSION = 1
 TRACE_DEPTHS = ("block", "leaf")
 CALL_KINDS = ("text2img", "img2img", "inpaint", "controlnet")
 GENERATOR_DEVICES = ("cpu", "cuda")
+ATTENTION_BACKENDS = ("sdpa", "math", "eager")  # diffusers' processors for its Attention modules (applied_settings)
 LIST_FIELDS = ("bypass", "capture", "faults", "adapters")
 EXTRA_KEYS = ("memory_check", "config")  # kept in `extra` so records made before they were fields read the same
 # The call's kind and inputs: written into a record only when they differ from a plain text-to-image call of one
@@ -75,6 +76,7 @@ class RunSpec:
     # None: the pipeline's own controlnet component
     controlnet_scale: float | None = None  # controlnet_conditioning_scale; None: diffusers' 1.0, recorded as used
     fuse_lora: bool = False  # fuse the LoRAs into the weights for the run (safe_fusing); unfused after it
+    attention_backend: str | None = None  # None: the pipeline's own attention processors; else ATTENTION_BACKENDS
 
     def __post_init__(self) -> None:
         if self.kind == "text2img" and self.init_image is not None:
@@ -102,6 +104,8 @@ class RunSpec:
                 del data[key]
         if not data["adapters"]:
             del data["adapters"]
+        if data["attention_backend"] is None:  # records of runs on the pipeline's own processors read as before
+            del data["attention_backend"]
         return data
 
     def to_json(self) -> dict[str, Any]:
@@ -196,6 +200,9 @@ def validate(spec: RunSpec) -> None:
         raise SpecError(f"capture_attention must be true or false, not {spec.capture_attention!r}")
     if spec.kind not in CALL_KINDS:
         raise SpecError(f"the call kind must be one of {', '.join(CALL_KINDS)}, not {spec.kind!r}")
+    if spec.attention_backend is not None and spec.attention_backend not in ATTENTION_BACKENDS:
+        raise SpecError(f"the attention backend must be one of {', '.join(ATTENTION_BACKENDS)} (or unset: the "
+                        f"pipeline's own), not {spec.attention_backend!r}")
     if spec.generator_device not in GENERATOR_DEVICES:
         raise SpecError(f"the generator device must be cpu or cuda, not {spec.generator_device!r}")
     if not isinstance(spec.batch, int) or isinstance(spec.batch, bool) or not 1 <= spec.batch <= 64:

@@ -20,7 +20,7 @@ from ghostviewer.engine.interventions.dtype_bridge import DtypeBridge
 from ghostviewer.engine.loading.loras import LoraFile, loras_loaded, read_loras
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loading.schedulers import set_scheduler
-from ghostviewer.engine.run.applied_settings import component_configs, refuse_unapplied
+from ghostviewer.engine.run.applied_settings import AttentionBackend, component_configs, refuse_unapplied
 from ghostviewer.engine.run.call_inputs import CallInputs, pipeline_for, read_inputs
 from ghostviewer.engine.run.lora_effect import preexisting
 from ghostviewer.engine.run.record_buffer import BufferedWriter
@@ -89,12 +89,15 @@ def build_interventions(loaded: LoadedPipeline, settings: RunSpec) -> list[Any]:
     for bypass in bypasses:
         bypass.check(loaded.pipe)
     bridge = [DtypeBridge()] if DtypeBridge.needed(loaded.pipe) else []
+    backend = [AttentionBackend(settings.attention_backend)] if settings.attention_backend else []
+    for each in backend:  # refused in one line before anything is recorded, never silently not applied
+        each.check(loaded.pipe)
     faults = [make_fault(name) for name in settings.faults]
     _check_faults_fit(loaded.pipe, settings, faults)
     # Faults prepend their output hooks and a bypass appends its own, so on a block that has both the fault runs
     # first and the bypass then replaces the faulty output. The other way round, bypassing a block would not
     # remove a fault hooked on that very block (fp16-vae-overflow), and bisection could never name it.
-    return [*bridge, *bypasses, *faults]
+    return [*backend, *bridge, *bypasses, *faults]
 
 
 def _check_faults_fit(pipe: Any, settings: RunSpec, faults: list[Any]) -> None:
