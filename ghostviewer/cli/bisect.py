@@ -21,6 +21,8 @@ def _trial_line(entry: dict[str, Any]) -> str:
     """'bypassed unet.mid_block -> nan, symptom present' (a bisection trail entry, either kind)."""
     if "bypassed" in entry:
         what = "bypassed " + ", ".join(entry["bypassed"]) if entry["bypassed"] else "re-run unchanged"
+        if entry["bypassed"] and entry.get("from_step") is not None:
+            what += f" from step {entry['from_step']}"
     elif "patched" in entry:
         what = f"patched {entry['patched']} from the reference"
     elif "reference_for" in entry:
@@ -38,6 +40,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         if event.get("event") == "bisect_started":
             todo = event.get("candidates", event.get("differences")) or []
             print(f"  bisecting {event['symptom']} over {len(todo)} candidates", file=sys.stderr)
+        elif event.get("event") == "fallback":
+            start = event.get("from_step")
+            print("  nothing found: bypassing " + ("whole runs" if start is None else f"from step {start}"),
+                  file=sys.stderr)
         elif event.get("event") == "trial":
             print(f"  {event['role']} {event['trial']}: {_trial_line(event)}", file=sys.stderr)
 

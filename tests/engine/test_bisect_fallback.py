@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ghostviewer import api
+from ghostviewer.cli.bisect import _trial_line
 from ghostviewer.engine.tracing.blocks import resolve_module
 from tests.engine.test_runner import assert_no_leftovers
 
@@ -63,6 +64,7 @@ def test_a_fault_fed_by_the_previous_step_is_found_by_bypassing_from_that_step(
     assert result["from_step"] == 3 and result["searched_from"] == [4, 3, 2, None]
     bypasses = [e for e in result["trail"] if e["bypassed"]]  # and one unchanged re-run: does it come back?
     assert bypasses and all(e.get("from_step") == 3 for e in bypasses), result["trail"]  # never a whole run
+    assert "from step 3 ->" in _trial_line(bypasses[0])  # as `ghostviewer bisect` prints it
     # it runs after the anomaly in step 4: named only because patching from step 2 into 3 on confirms it
     patching = result["patching"]
     assert patching["symptom"] is False and patching["calls_patched"] > 0 and "step 2" in patching["reference"]
