@@ -157,18 +157,25 @@ def test_adapters_found_loaded_are_named_and_a_lora_run_on_them_refused(own_pipe
     assert own_pipe.get_list_adapters() == {"unet": ["users"]}  # the user's adapter left as it was
 
 
-def test_a_watched_call_after_a_fused_lora_was_unloaded_names_it_left_loaded(own_pipe: Any, runs_dir: Path,
-                                                                             files) -> None:
+@pytest.mark.parametrize("removal, words", [
+    ("unload_lora_weights", "LoRA left loaded: style was fused into the weights and then unloaded without"),
+    ("delete_adapters", "LoRA left loaded: adapter 'style' is fused into 56 layers of the unet though it is no "
+                        "longer an active adapter"),
+])
+def test_a_watched_call_after_a_fused_lora_was_removed_names_it_left_loaded(own_pipe: Any, runs_dir: Path, files,
+                                                                            removal: str, words: str) -> None:
     own_pipe.set_progress_bar_config(disable=True)
     own_pipe.load_lora_weights(str(files["good"]), adapter_name="style")
     own_pipe.fuse_lora(components=["unet"])
-    own_pipe.unload_lora_weights()  # without unfuse_lora(): the fused change stays in the weights
+    # without unfuse_lora() first: the fused change stays in the weights
+    own_pipe.unload_lora_weights() if removal == "unload_lora_weights" else own_pipe.delete_adapters("style")
     with ghostviewer.watch(own_pipe, runs_dir=runs_dir) as watcher:
         own_pipe(PROMPT, num_inference_steps=2, output_type="np", generator=torch.Generator().manual_seed(1))
     (run,) = watcher.runs
     (finding,) = RunRecord(run["run_dir"]).events(kind="lora")
-    assert finding.message.startswith("LoRA left loaded: style was fused into the weights and then unloaded")
-    assert finding.data == {"finding": "lora_left_loaded", "adapters": ["style"], "how": "fused_unloaded"}
+    assert finding.message.startswith(words), finding.message
+    assert finding.data["finding"] == "lora_left_loaded"
+    assert finding.data["how"] == ("fused_unloaded" if removal == "unload_lora_weights" else "fused_inactive")
 
 
 def test_a_nan_fuse_is_refused_and_leaves_the_pipeline_as_it_was(demo_loaded, runs_dir: Path, files) -> None:

@@ -25,11 +25,11 @@ from ghostviewer.spec.loras import parse_lora
 
 ADAPTER_PREFIX = "ghostviewer_lora_"  # the adapter names of GhostViewer's own LoRAs: lora 0 is ghostviewer_lora_0
 # A key's module path: the key without its LoRA parameter suffix (PEFT, diffusers' older formats).
-_SUFFIX = re.compile(r"\.(?:lora_A|lora_B|lora_down|lora_up|lora\.down|lora\.up|lora_linear_layer\.down|"
-                     r"lora_linear_layer\.up|lora_embedding_A|lora_embedding_B|lora_magnitude_vector)"
-                     r"(?:\.[A-Za-z0-9_]+)*$|\.alpha$")
-_DOWN = re.compile(r"\.(?:lora_A|lora_down|lora\.down|lora_linear_layer\.down)\.weight$")
-_UP = re.compile(r"\.(?:lora_B|lora_up|lora\.up|lora_linear_layer\.up)\.weight$")
+_SUFFIX = re.compile(r"(?:\.(?:lora_A|lora_B|lora_down|lora_up|lora\.down|lora\.up|lora_linear_layer\.down|"
+                     r"lora_linear_layer\.up|lora_embedding_A|lora_embedding_B|lora_magnitude_vector)|"
+                     r"_lora\.(?:down|up))(?:\.[A-Za-z0-9_]+)*$|\.alpha$")  # _lora: attention-processor format
+_DOWN = re.compile(r"(?:\.(?:lora_A|lora_down|lora\.down|lora_linear_layer\.down)|_lora\.down)\.weight$")
+_UP = re.compile(r"(?:\.(?:lora_B|lora_up|lora\.up|lora_linear_layer\.up)|_lora\.up)\.weight$")
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,7 @@ def _converted_keys(pipe: Any, path: Path, flag: str) -> list[str]:
 
 
 def _module_path(key: str) -> str:
-    path = _SUFFIX.sub("", key.replace(".processor.", "."))
-    return re.sub(r"_lora$", "", path)  # the old attention-processor format: to_q_lora.down.weight
+    return _SUFFIX.sub("", key.replace(".processor.", "."))
 
 
 def _check_keys(pipe: Any, flag: str, shapes: dict[str, tuple[int, ...]],

@@ -64,8 +64,11 @@ class LoraEffect:
                             entry["components"].append(component)
                 for name in active:
                     self._add(name, component, layer)
+        # fused, then unloaded without unfuse_lora(); an adapter still loaded but merged nowhere was unfused by PEFT
+        # itself (set_adapters unmerges first) and only diffusers' list of fused LoRAs still names it
         fused = {str(name) for name in (getattr(pipe, "fused_loras", None) or ())}
-        self.unloaded_fused = sorted(fused - merged_anywhere)  # fused, then unloaded without unfuse_lora()
+        loaded = {name for names in adapter_names(pipe).values() for name in names}
+        self.unloaded_fused = sorted(fused - merged_anywhere - loaded)
 
     @classmethod
     def of(cls, pipe: Any) -> LoraEffect | None:
@@ -123,7 +126,8 @@ class LoraEffect:
                           "layer keeps its change whatever set_adapters says (unfuse_lora() first)", "warning", data))
         if self.unloaded_fused:
             names = ", ".join(self.unloaded_fused)
-            found.append((KIND, f"LoRA left loaded: {names} was fused into the weights and then unloaded without "
+            verb = "was" if len(self.unloaded_fused) == 1 else "were"
+            found.append((KIND, f"LoRA left loaded: {names} {verb} fused into the weights and then unloaded without "
                           "unfuse_lora() — unload_lora_weights() leaves a fused LoRA in the weights, so every call "
                           "still has it", "warning",
                           {"finding": LEFT_LOADED, "adapters": self.unloaded_fused, "how": "fused_unloaded"}))
