@@ -114,6 +114,41 @@ def test_a_controlnet_scale_is_a_candidate(demo_loaded, runs_dir: Path, tmp_path
     assert result["culprit_settings"] == {"controlnet_scale": [0.5, 1.0]}, result["trail"]
 
 
+def test_a_loras_scale_is_a_candidate_and_named_by_its_file(demo_loaded, runs_dir: Path, tmp_path: Path) -> None:
+    """A user's hook that breaks once a LoRA on their attention is weighted past 2 (an over-weighted LoRA)."""
+    import copy
+
+    import torch
+    from diffusers import StableDiffusionPipeline
+    from peft import LoraConfig, get_peft_model_state_dict
+
+    pipe = demo_loaded.pipe
+    unet = copy.deepcopy(pipe.unet)
+    torch.manual_seed(0)
+    unet.add_adapter(LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v", "to_out.0"]))
+    state = {k: torch.full_like(v, 0.01) if "lora_B" in k else v for k, v in get_peft_model_state_dict(unet).items()}
+    StableDiffusionPipeline.save_lora_weights(tmp_path, unet_lora_layers=state, weight_name="lora.safetensors",
+                                              safe_serialization=True)
+    lora = tmp_path / "lora.safetensors"
+    attn = pipe.unet.mid_block.attentions[0].transformer_blocks[0].attn1
+
+    def maybe_nan(module: Any, _args: tuple, output: Any) -> Any:
+        scaling = getattr(module.to_q, "scaling", None) or {}
+        return output + float("nan") if max(scaling.values(), default=0.0) > 2.0 else output
+
+    handle = attn.register_forward_hook(maybe_nan)
+    try:
+        good = api.run(pipe, PROMPT, steps=2, lora=f"{lora}:0.5", runs_dir=runs_dir)
+        bad = api.run(pipe, PROMPT, steps=3, lora=f"{lora}:3.0", runs_dir=runs_dir)
+        assert bad["verdict"]["label"] == "nan" and good["verdict"]["label"] != "nan"
+        result = api.bisect(bad["run_dir"], settings=good["run_dir"], pipeline=pipe, runs_dir=runs_dir)
+    finally:
+        handle.remove()
+    unit = f"adapters:{lora.resolve()}"
+    assert result["differences"] == ["steps", unit]
+    assert result["culprit_settings"] == {unit: [0.5, 3.0]}, result["trail"]
+
+
 def test_a_cuda_generator_difference_is_refused_without_cuda(demo_loaded, runs_dir: Path) -> None:
     import torch
 

@@ -74,6 +74,12 @@ def _adapters(spec: RunSpec) -> dict[str, str]:
     return dict(_scale(entry) for entry in spec.adapters)
 
 
+def _scale_of(spec: RunSpec, path: str) -> float | None:
+    """A LoRA file's scale in a run (1.0 when its entry gives none), None when the run does not load it."""
+    scale = _adapters(spec).get(path)
+    return None if scale is None else float(scale or 1.0)
+
+
 def _field_names() -> list[str]:
     return [f.name for f in fields(RunSpec) if f.name not in RECORDING_ONLY]
 
@@ -167,7 +173,7 @@ def shown(bad: Side, good: Side, culprit: RunSpec, unit: str) -> tuple[str, list
         return unit, [good.scheduler.get(key), bad.scheduler.get(key)]
     if unit.startswith(ADAPTER):
         path = unit[len(ADAPTER):]
-        return unit, [_adapters(good.spec).get(path), _adapters(bad.spec).get(path)]
+        return unit, [_scale_of(good.spec, path), _scale_of(bad.spec, path)]
     key = unit.split(":", 1)[0]
 
     def value(spec: RunSpec) -> Any:
