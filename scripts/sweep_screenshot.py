@@ -82,6 +82,7 @@ def main() -> int:
         failing = next(((r, c) for r in range(view.grid_model.rowCount()) for c in range(view.grid_model.columnCount())
                         if view.grid_model.index(r, c).data(FAILED)), None)
         if failing is not None:  # click the first failing thumbnail, as a user would: its run opens on top
+            view.grid.scrollTo(view.grid_model.index(*failing))  # a narrow window scrolls the grid to it
             cell = view.grid.visualRect(view.grid_model.index(*failing)).center()
             QTest.mouseClick(view.grid.viewport(), Qt.MouseButton.LeftButton, pos=cell)
             wait_until(lambda: state.timeline.record is not None, 60, "the failing run to open")

@@ -69,6 +69,11 @@ BADGE_OK, BADGE_BAD = QColor("#2e7d32"), QColor("#c62828")
 VIEWS = ("grid", "list")
 
 
+def _whole_across(cell: QRect, view: QRect) -> bool:
+    """The cell's whole width is inside the view (a row cut at the bottom still draws: it reads as scrolling)."""
+    return cell.left() >= view.left() and cell.right() <= view.right()
+
+
 class ThumbnailDelegate(QStyledItemDelegate):
     """Paints a run: its final image, a verdict badge on it and, for a failing run, a red frame; in the list
     (labels=True) also the seed and the first anomaly below. In the grid a healthy run's badge is a thin green
@@ -87,8 +92,8 @@ class ThumbnailDelegate(QStyledItemDelegate):
         if index.data(RUN_DIR) is None:
             return  # an empty grid cell: that prompt and seed were not run (or are filtered out)
         view = option.widget  # type: ignore[attr-defined]
-        if not self.labels and isinstance(view, QTableView) and not view.viewport().rect().contains(rect):
-            return  # a column (row) at the grid's edge shown only in part: left blank, never a cut thumbnail
+        if not self.labels and isinstance(view, QTableView) and not _whole_across(rect, view.viewport().rect()):
+            return  # a column at the grid's left or right edge shown only in part: left blank, never cut
         painter.save()
         if option.state & option.state.State_Selected:  # type: ignore[attr-defined]
             painter.fillRect(rect, option.palette.highlight())  # type: ignore[attr-defined]
