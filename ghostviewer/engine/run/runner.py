@@ -191,7 +191,8 @@ def build_call(loaded: LoadedPipeline, settings: RunSpec) -> PipelineCall:
     `loaded` holds the pipeline for the kind (pipeline_for)."""
     pipe = loaded.pipe
     family = adapter_for(pipe)
-    cache = None if loaded.source_kind == "memory" else loaded.prompt_cache  # an object may have been patched
+    # an object may have been patched; a LoRA may change the text encoder
+    cache = None if loaded.source_kind == "memory" or settings.adapters else loaded.prompt_cache
     inputs = read_inputs(settings) or CallInputs()
     kind_kwargs = inputs.call_kwargs(settings)
 
