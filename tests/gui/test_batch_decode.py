@@ -19,6 +19,7 @@ from PySide6.QtCore import Qt
 
 from ghostviewer.engine.server import EngineSession
 from ghostviewer.record import RunRecord
+from tests.gui.batch_calls import nan_batch_call
 from tests.gui.fake_runs import write_fake_run
 from tests.gui.live_window import needs_demo
 
@@ -39,17 +40,9 @@ def runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     folder = tmp_path_factory.mktemp("batch-decode")
     pipe = demo_loaded.pipe
 
-    def poison(_pipe: Any, index: int, _timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
-        if index != POISONED_AT:
-            return {}
-        latents = tensors["latents"].clone()
-        latents[BAD_SAMPLE] = float("nan")
-        return {"latents": latents}
-
     with ghostviewer.watch(pipe, runs_dir=folder / "runs") as watcher, warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        pipe(PROMPT, num_inference_steps=STEPS, num_images_per_prompt=3, output_type="np",
-             generator=torch.Generator().manual_seed(5), callback_on_step_end=poison)
+        nan_batch_call(pipe, PROMPT, STEPS, BAD_SAMPLE, POISONED_AT)
     (nan,) = watcher.runs
 
     def bump_last(_module: Any, _args: Any, out: torch.Tensor) -> torch.Tensor:

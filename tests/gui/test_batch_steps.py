@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt
 
 from ghostviewer.record import RunRecord
 from ghostviewer.record.samples import first_nonfinite, sample_nonfinite
+from tests.gui.batch_calls import nan_batch_call
 from tests.gui.live_window import needs_demo
 
 pytestmark = needs_demo
@@ -51,17 +52,9 @@ def runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     folder = tmp_path_factory.mktemp("batch-steps")
     pipe = demo_loaded.pipe
 
-    def poison(_pipe: Any, index: int, _timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
-        if index != POISONED_AT:
-            return {}
-        latents = tensors["latents"].clone()
-        latents[BAD_SAMPLE] = float("nan")
-        return {"latents": latents}
-
     with ghostviewer.watch(pipe, runs_dir=folder / "runs") as watcher, warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        pipe(PROMPT, num_inference_steps=STEPS, num_images_per_prompt=3, output_type="np",
-             generator=torch.Generator().manual_seed(5), callback_on_step_end=poison)
+        nan_batch_call(pipe, PROMPT, STEPS, BAD_SAMPLE, POISONED_AT)
         pipe(PROMPT, num_inference_steps=TWIN_STEPS, num_images_per_prompt=2, output_type="np",
              generator=[torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)])
     nan, twins = watcher.runs

@@ -27,7 +27,7 @@ from ghostviewer.gui.models.batch_model import BatchModel
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.step_data_model import ShownStep, StepDataModel
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.gui.widgets.feature_map_view import sample_note_label, show_sample_note
+from ghostviewer.gui.widgets.feature_map_view import follow_batch_note, sample_note_label
 from ghostviewer.gui.widgets.image_pane import image_canvas
 
 ALL_LAYERS = "all layers (mean)"
@@ -74,13 +74,7 @@ class AttentionView(QWidget):
         self.whole_run.toggled.connect(lambda _on: changed())
         blocks.moduleSelected.connect(self._on_module)
         data.runAttentionChanged.connect(lambda: changed() if self.whole_run.isChecked() else None)
-        if batch is not None:
-            batch.sampleSelected.connect(lambda _i: self._say_sample())
-            batch.batchChanged.connect(self._say_sample)
-        self._say_sample()
-
-    def _say_sample(self) -> None:
-        show_sample_note(self.sample_note, self.batch, "attention maps")
+        follow_batch_note(self.sample_note, batch, "attention maps")
 
     @property
     def step_data(self) -> StepData:

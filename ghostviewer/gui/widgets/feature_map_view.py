@@ -73,13 +73,7 @@ class FeatureMapView(QWidget):
         self.cmap.currentTextChanged.connect(lambda _t: self.shown_step.changed())
         self.canvas.scene().sigMouseMoved.connect(self._on_hover)
         blocks.moduleSelected.connect(lambda _m: self.shown_step.changed())
-        if batch is not None:
-            batch.sampleSelected.connect(lambda _i: self._say_sample())
-            batch.batchChanged.connect(self._say_sample)
-        self._say_sample()
-
-    def _say_sample(self) -> None:
-        show_sample_note(self.sample_note, self.batch, "feature maps")
+        follow_batch_note(self.sample_note, batch, "feature maps")
 
     @property
     def captured(self) -> bool:
@@ -157,8 +151,16 @@ def sample_note_label() -> QLabel:
     return label
 
 
-def show_sample_note(label: QLabel, batch: BatchModel | None, what: str) -> None:
+def _show_sample_note(label: QLabel, batch: BatchModel | None, what: str) -> None:
     text = batch.maps_note(what) if batch is not None else ""
     label.setText(text)
     label.setToolTip(text)
     label.setVisible(bool(text))
+
+
+def follow_batch_note(label: QLabel, batch: BatchModel | None, what: str) -> None:
+    """Keeps `label` saying whose `what` (feature maps, attention maps) are as the batch or its selection changes."""
+    if batch is not None:
+        batch.sampleSelected.connect(lambda _i: _show_sample_note(label, batch, what))
+        batch.batchChanged.connect(lambda: _show_sample_note(label, batch, what))
+    _show_sample_note(label, batch, what)
