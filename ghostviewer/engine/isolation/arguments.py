@@ -69,9 +69,12 @@ def _encode(value: Any, key: str, call: EncodedCall) -> Any:
     return {"unsupported": type(value).__name__}
 
 
-# repro_text.py's template repeats this as repro.py's decode(): kept apart on purpose, since repro.py must run
-# with torch, diffusers and safetensors only (no GhostViewer import). A change to the format changes both.
 def decode_value(spec: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    """inputs.json values: plain JSON, or {"tensor": key}, {"float": "nan"}, {"tuple": [...]}, {"list": [...]},
+    {"dict": {...}}; an argument GhostViewer could not save ({"unsupported": …}) is passed as None.
+
+    repro.py carries this function's own source (repro_text.py), so its body uses nothing but built-ins.
+    """
     if not isinstance(spec, dict):
         return spec
     if "tensor" in spec:
@@ -84,7 +87,7 @@ def decode_value(spec: Any, tensors: dict[str, torch.Tensor]) -> Any:
         return [decode_value(v, tensors) for v in spec["list"]]
     if "dict" in spec:
         return {k: decode_value(v, tensors) for k, v in spec["dict"].items()}
-    return None  # unsupported: passed as None
+    return None
 
 
 def decode_call(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> tuple[tuple, dict]:

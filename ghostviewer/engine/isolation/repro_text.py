@@ -8,14 +8,16 @@ the user's own attention processors (their source, see user_source.py) are writt
 
 from __future__ import annotations
 
+import inspect
 import pprint
 from typing import Any
 
+from ghostviewer.engine.isolation.arguments import decode_value
 from ghostviewer.engine.isolation.injected import FORMS
 from ghostviewer.engine.isolation.rebuild import BuildSpec
 
-# The template's decode() repeats arguments.decode_value on purpose: that duplication is the price of a repro.py that
-# imports no GhostViewer (torch, diffusers and safetensors only). A change to the inputs.json format changes both.
+# repro.py imports no GhostViewer (torch, diffusers and safetensors only): arguments.decode_value's own source is
+# written in, as the fault presets' and the user's processors' are.
 _TEMPLATE = '''#!/usr/bin/env python
 """Standalone repro: @@MODULE@@ (@@CLASS_NAME@@) with its real inputs from a recorded run.
 
@@ -36,6 +38,7 @@ import importlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file
@@ -58,21 +61,7 @@ def load_class(path):
     return getattr(importlib.import_module(module_name), name)
 
 
-def decode(spec, tensors):
-    """inputs.json values: plain JSON, or {"tensor": key}, {"tuple": [...]}, {"list": [...]}, {"dict": {...}}."""
-    if not isinstance(spec, dict):
-        return spec
-    if "tensor" in spec:
-        return tensors[spec["tensor"]]
-    if "float" in spec:
-        return float(spec["float"])
-    if "tuple" in spec:
-        return tuple(decode(v, tensors) for v in spec["tuple"])
-    if "list" in spec:
-        return [decode(v, tensors) for v in spec["list"]]
-    if "dict" in spec:
-        return {k: decode(v, tensors) for k, v in spec["dict"].items()}
-    return None  # an argument GhostViewer could not save (see inputs.json "unsupported")
+@@DECODE@@
 
 
 def output_tensors(output):
@@ -102,8 +91,8 @@ def main():
 @@USER_CALL@@    module = module.to(options.device).eval()
 @@FAULT_CALL@@    spec = json.loads((HERE / "inputs.json").read_text())
     tensors = load_file(str(HERE / "inputs.safetensors"), device=options.device)
-    args = [decode(v, tensors) for v in spec["args"]]
-    kwargs = {k: decode(v, tensors) for k, v in spec["kwargs"].items()}
+    args = [decode_value(v, tensors) for v in spec["args"]]
+    kwargs = {k: decode_value(v, tensors) for k, v in spec["kwargs"].items()}
     with torch.no_grad():
         outputs = output_tensors(module(*args, **kwargs))
     broken = False
@@ -238,6 +227,7 @@ def repro_script(meta: dict[str, Any], processors: dict[str, str]) -> str:
         "@@PROCESSORS@@": pprint.pformat(processors, width=110),
         "@@VALUES@@": values,
         "@@BUILD@@": body,
+        "@@DECODE@@": inspect.getsource(decode_value).rstrip(),
         "@@FAULT@@": fault_code,
         "@@FAULT_FLAG@@": flag if faults else "",
         "@@FAULT_CALL@@": call if faults else "",
