@@ -17,18 +17,8 @@ from diffusers import DiffusionPipeline
 
 from ghostviewer.engine.errors import GhostError, SourceError
 from ghostviewer.engine.loading.devices import resolve_device, resolve_dtype
-from ghostviewer.engine.loading.hub_cache import (
-    _HUB_ID,
-    MODEL_INDEX_MAX_BYTES,
-    _call_diffusers,
-    _check_dtype_components,
-    _dtype_keyword,
-    _one_line,
-    _require_cached,
-    cached_snapshot,
-    hub_cache_dir,
-    read_model_index,
-)
+from ghostviewer.engine.loading.hub_cache import _one_line, cached_snapshot, hub_cache_dir, read_model_index
+from ghostviewer.engine.loading.offline_load import cached_hub_id, checked_components, load_offline, model_index_json
 from ghostviewer.engine.loading.single_file import DENOISER_PREFIXES, SINGLE_FILE_HASH_KEY, _load_single_file
 from ghostviewer.engine.loading.weight_files import (
     EDGE_BYTES,
@@ -41,7 +31,6 @@ from ghostviewer.engine.loading.weight_files import (
     validate_safetensors,
 )
 from ghostviewer.paths import resources_dir
-from ghostviewer.safe_read import read_json
 
 # The public names, including those now in load_helpers, single_file and weight_files, stay importable from here.
 __all__ = [
@@ -167,8 +156,8 @@ def classify_source(source: str | Path, cache_dir: str | Path | None = None) -> 
         return "folder", path
     if path.is_file():
         return "single_file", path
-    if _HUB_ID.match(text):
-        return "hub_cache", _require_cached(text, cache_dir)
+    if (cached := cached_hub_id(text, cache_dir)) is not None:
+        return "hub_cache", cached
     raise SourceError(
         f"no such pipeline: {text} (expected demo, a diffusers folder, a .safetensors checkpoint "
         "or a hub id in the local cache)"
@@ -189,20 +178,18 @@ def _check_not_a_run(folder: Path) -> None:
 def _load_folder(
     folder: Path, dtypes: dict[str, torch.dtype], allow_pickle: bool, label: str
 ) -> tuple[DiffusionPipeline, dict[str, str]]:
-    components = read_model_index(folder)
-    _check_dtype_components(dtypes, components)
+    components = checked_components(folder, dtypes)
     weight_files = {
         name: files for name in components if (files := component_weight_files(folder, name, allow_pickle))
     }
     hashes = {name: hash_files(files) for name, files in weight_files.items()}
     # low_cpu_mem_usage pinned: its default turns on when accelerate is installed (peft pulls it in), and loads (their
     # errors included) must not depend on that
-    kwargs = {_dtype_keyword(): dtypes, "use_safetensors": None if allow_pickle else True, "low_cpu_mem_usage": False}
+    kwargs = {"use_safetensors": None if allow_pickle else True, "low_cpu_mem_usage": False}
     # Components saved as null (SD3 without T5: `text_encoder_3: [null, null]`) are passed as None, as they were
     # built; diffusers otherwise refuses the folder for missing them.
     kwargs.update(dict.fromkeys(null_components(folder)))
-    loader = DiffusionPipeline.from_pretrained
-    pipe = _call_diffusers(label, loader, str(folder), local_files_only=True, **kwargs)
+    pipe = load_offline(label, DiffusionPipeline.from_pretrained, folder, dtypes, **kwargs)
     for name, files in weight_files.items():
         check_weights_match(name, getattr(pipe, name, None), [f for f in files if f.suffix in SAFE_SUFFIXES])
     return pipe, hashes
@@ -210,7 +197,7 @@ def _load_folder(
 
 def null_components(folder: Path) -> list[str]:
     """Components model_index.json lists as `[null, null]`: saved without one (SD3 without its T5 encoder)."""
-    index = read_json(folder / "model_index.json", SourceError, max_bytes=MODEL_INDEX_MAX_BYTES)
+    index = model_index_json(folder)
     if not isinstance(index, dict):
         return []
     return [

@@ -17,19 +17,9 @@ from safetensors import safe_open
 
 from ghostviewer.engine.errors import PickleRefused, SourceError
 from ghostviewer.engine.loading.devices import DEFAULT_KEY
-from ghostviewer.engine.loading.hub_cache import (
-    _HUB_ID,
-    MODEL_INDEX_MAX_BYTES,
-    _call_diffusers,
-    _check_dtype_components,
-    _dtype_keyword,
-    _one_line,
-    _require_cached,
-    cached_snapshot,
-    read_model_index,
-)
+from ghostviewer.engine.loading.hub_cache import _one_line, cached_snapshot
+from ghostviewer.engine.loading.offline_load import cached_hub_id, checked_components, load_offline, model_index_json
 from ghostviewer.engine.loading.weight_files import PICKLE_SUFFIXES, SAFE_SUFFIXES, hash_files, validate_safetensors
-from ghostviewer.safe_read import read_json
 
 SINGLE_FILE_HASH_KEY = "checkpoint"
 # Key prefixes of a whole-pipeline checkpoint's denoiser in the original (non-diffusers) layouts.
@@ -45,15 +35,11 @@ def _load_single_file(
 ) -> tuple[DiffusionPipeline, dict[str, str]]:
     with _checkpoint_view(path, allow_pickle) as checkpoint:
         config_dir = _single_file_config(path, checkpoint, config, cache_dir)
-    components = read_model_index(config_dir)
-    _check_dtype_components(dtypes, components)
+    checked_components(config_dir, dtypes)
     pipeline_class = _pipeline_class(config_dir)
     # from_single_file takes one dtype, not a mapping; passing float32 only adds a spurious cast warning.
-    kwargs = {_dtype_keyword(): dtypes[DEFAULT_KEY]} if dtypes[DEFAULT_KEY] != torch.float32 else {}
-    loader = pipeline_class.from_single_file
-    pipe = _call_diffusers(
-        str(path), loader, str(path), config=str(config_dir), local_files_only=True, **kwargs
-    )
+    dtype = dtypes[DEFAULT_KEY] if dtypes[DEFAULT_KEY] != torch.float32 else None
+    pipe = load_offline(str(path), pipeline_class.from_single_file, path, dtype, config=str(config_dir))
     for name, component_dtype in dtypes.items():
         component = getattr(pipe, name, None) if name != DEFAULT_KEY else None
         if isinstance(component, torch.nn.Module):
@@ -145,8 +131,8 @@ def _single_file_config(
         folder = Path(config).expanduser()
         if folder.is_dir():
             return folder
-        if _HUB_ID.match(str(config)):
-            return _require_cached(str(config), cache_dir)
+        if (cached := cached_hub_id(str(config), cache_dir)) is not None:
+            return cached
         raise SourceError(f"config {config} is neither a diffusers folder nor a hub id")
     from diffusers.loaders.single_file_utils import fetch_diffusers_config, infer_diffusers_model_type
 
@@ -164,7 +150,7 @@ def _single_file_config(
 
 
 def _pipeline_class(config_dir: Path) -> type[DiffusionPipeline]:
-    index = read_json(config_dir / "model_index.json", SourceError, max_bytes=MODEL_INDEX_MAX_BYTES)
+    index = model_index_json(config_dir)
     name = index.get("_class_name") if isinstance(index, dict) else None
     pipeline_class = getattr(diffusers, name, None) if isinstance(name, str) else None
     if not (isinstance(pipeline_class, type) and issubclass(pipeline_class, DiffusionPipeline)):
