@@ -35,11 +35,12 @@ MADE_KINDS = ("text2img", "img2img", "inpaint", "controlnet")  # the kinds Ghost
 DEFAULT_CONTROLNET_SCALE = 1.0  # diffusers' controlnet_conditioning_scale: filled in, and recorded, when unset
 # diffusers' own defaults (StableDiffusionImg2ImgPipeline, …InpaintPipeline): filled in, and recorded, when unset.
 DEFAULT_STRENGTH = {"img2img": 0.8, "inpaint": 1.0}
-# Prompt-list columns (CONTRACT: prompt, negative, seed, steps, guidance; and width, height, scheduler) and the
-# fields they set.
+# Prompt-list columns (CONTRACT: prompt, negative, seed, steps, guidance; and width, height, scheduler; the call's
+# LoRAs and input images) and the fields they set.
 ROW_FIELDS = {"prompt": "prompt", "negative": "negative_prompt", "seed": "seed", "steps": "steps",
               "guidance": "guidance", "width": "width", "height": "height", "scheduler": "scheduler",
-              "lora": "adapters"}
+              "lora": "adapters", "init_image": "init_image", "strength": "strength", "mask": "mask",
+              "control_image": "control_image"}
 
 
 @dataclass(frozen=True)
@@ -247,21 +248,21 @@ def _validate_controlnet(spec: RunSpec) -> None:
     if scale is not None and (not isinstance(scale, (int, float)) or isinstance(scale, bool)
                               or not math.isfinite(scale) or scale < 0):
         raise SpecError(f"--controlnet-scale must be a number of at least 0, not {scale!r}")
-    if spec.kind != "controlnet":
+    # ControlNet img2img / inpaint: an img2img or inpaint run with a control image (diffusers'
+    # StableDiffusionControlNetImg2ImgPipeline / …InpaintPipeline); its kind stays img2img or inpaint
+    controlled = spec.kind == "controlnet" or (spec.kind in ("img2img", "inpaint") and spec.control_image is not None)
+    if not controlled:
         used = [flag for flag, value in (("--control-image", spec.control_image), ("--controlnet", spec.controlnet),
                                          ("--controlnet-scale", scale)) if value is not None]
-        if used and spec.init_image is not None:
-            raise SpecError(f"{used[0]} with --init-image (ControlNet img2img or inpaint) is not made yet: "
-                            "record it from your own code with ghostviewer.watch(pipe)")
         if used:
             raise SpecError(f"{used[0]} needs --control-image: the image the ControlNet follows")
         return
     if spec.control_image is None:  # a watched call's record: its images are in the record, not in a file
         raise SpecError("a controlnet run needs --control-image FILE")
-    if spec.init_image is not None or spec.mask is not None:
-        raise SpecError("--control-image with --init-image or --mask (ControlNet img2img or inpaint) is not made "
-                        "yet: record it from your own code with ghostviewer.watch(pipe)")
-    if spec.strength is not None:
+    if spec.kind == "controlnet" and (spec.init_image is not None or spec.mask is not None):
+        raise SpecError("a controlnet (text-to-image) run takes no --init-image or --mask: with an init image the "
+                        "run's kind is img2img (inpaint with a mask), its ControlNet following --control-image")
+    if spec.kind == "controlnet" and spec.strength is not None:
         raise SpecError(f"--strength {spec.strength} needs --init-image: a ControlNet text-to-image run has none")
     if not os.path.isfile(spec.control_image):
         raise SpecError(f"--control-image {spec.control_image}: no such file" if not os.path.exists(spec.control_image)
@@ -274,9 +275,9 @@ def _validate_controlnet(spec: RunSpec) -> None:
 
 def with_call_defaults(spec: RunSpec) -> RunSpec:
     """The spec with what diffusers would use for its kind filled in: the strength (img2img 0.8, inpaint 1.0), the
-    ControlNet's conditioning scale (1.0)."""
+    ControlNet's conditioning scale (1.0; ControlNet img2img and inpaint take both)."""
     if spec.strength is None and spec.kind in DEFAULT_STRENGTH:
-        return replace(spec, strength=DEFAULT_STRENGTH[spec.kind])
-    if spec.controlnet_scale is None and spec.kind == "controlnet":
-        return replace(spec, controlnet_scale=DEFAULT_CONTROLNET_SCALE)
+        spec = replace(spec, strength=DEFAULT_STRENGTH[spec.kind])
+    if spec.controlnet_scale is None and (spec.kind == "controlnet" or spec.control_image is not None):
+        spec = replace(spec, controlnet_scale=DEFAULT_CONTROLNET_SCALE)
     return spec

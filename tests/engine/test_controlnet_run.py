@@ -124,7 +124,7 @@ def test_the_pipelines_own_controlnet_or_a_pipeline_folders(files: dict[str, Pat
     ({"controlnet": "{shrink}"}, "shrinks the control image 2×, the VAE 4×"),
     ({"controlnet_scale": -1.0}, "--controlnet-scale must be a number of at least 0"),
     ({"control_image": None, "controlnet": "{controlnet}"}, "--controlnet needs --control-image"),
-    ({"init_image": "{control}"}, r"\(ControlNet img2img or inpaint\) is not made yet"),
+    ({"init_image": "{control}"}, r"--control-image needs a ControlNet"),  # ControlNet img2img: no ControlNet
 ])
 def test_bad_inputs_are_refused_in_one_line(demo_loaded, runs_dir: Path, files: dict[str, Path],
                                             arguments: dict[str, Any], words: str) -> None:

@@ -1,7 +1,8 @@
 """The inputs of GhostViewer's own img2img, inpaint and ControlNet calls: the init image, mask and control image read
 from their files and checked before anything runs (one line each), the keywords of the call for its kind, the PNG
 copies kept with the run (a re-run reads those: `recorded_inputs`), and the pipeline class for the kind, made the
-diffusers way (`AutoPipelineFor….from_pipe`: the same components, no weights reloaded; a ControlNet joins them)."""
+diffusers way (`AutoPipelineFor….from_pipe`: the same components, no weights reloaded; a ControlNet joins them —
+an img2img or inpaint run with a control image is diffusers' ControlNet img2img or inpaint pipeline)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ class CallInputs:
     def size(self, width: int | None, height: int | None) -> tuple[int, int]:
         """The run's (width, height): the init image's; a size asked for that differs from it is refused (diffusers'
         img2img has no width/height and would quietly make the image's size). A ControlNet run's: the control
-        image's unless asked otherwise (diffusers then resizes the control image to the run's size)."""
+        image's unless asked otherwise (diffusers then resizes the control image to the run's size); a ControlNet
+        img2img or inpaint run's: the init image's (the control image is resized to it)."""
         if self.init_image is None:
             assert self.control_image is not None
             w, h = self.control_image.size
@@ -65,11 +67,18 @@ class CallInputs:
 
     def paths(self) -> dict[str, str | None]:
         """The files as absolute paths, so the record (and a replay from elsewhere) names them unambiguously."""
-        if self.control_image is not None:
-            return {"control_image": self.control_path}
-        return {"init_image": self.init_path, "mask": self.mask_path}
+        paths = {"control_image": self.control_path} if self.control_image is not None else {}
+        if self.init_image is not None:
+            paths.update(init_image=self.init_path, mask=self.mask_path)
+        return paths
 
     def call_kwargs(self, settings: RunSpec) -> dict[str, Any]:
+        if self.control_image is not None and self.init_image is not None:  # ControlNet img2img or inpaint
+            # the size given to both: diffusers would otherwise size the control image by itself (a mismatch mid-call)
+            return {"image": self.init_image, "control_image": self.control_image, "strength": settings.strength,
+                    "controlnet_conditioning_scale": float(settings.controlnet_scale or 0),
+                    **({"mask_image": self.mask} if settings.kind == "inpaint" else {}),
+                    "width": settings.width, "height": settings.height}
         if settings.kind == "img2img":  # its size is the image's
             return {"image": self.init_image, "strength": settings.strength}
         size = {"width": settings.width, "height": settings.height}
@@ -105,9 +114,12 @@ def read_inputs(settings: RunSpec) -> CallInputs | None:
     Also refuses a CUDA generator where there is no CUDA device."""
     if settings.generator_device == "cuda" and not torch.cuda.is_available():
         raise GhostError("--generator-device cuda needs a CUDA device, and torch sees none on this machine")
+    control = None
     if settings.control_image is not None:
         control = _read(settings.control_image, "--control-image", "RGB")
-        return CallInputs(control_image=control, control_path=str(Path(settings.control_image).resolve()))
+        controlled = CallInputs(control_image=control, control_path=str(Path(settings.control_image).resolve()))
+        if settings.init_image is None:
+            return controlled
     if settings.init_image is None:
         return None
     init = _read(settings.init_image, "--init-image", "RGB")
@@ -115,24 +127,28 @@ def read_inputs(settings: RunSpec) -> CallInputs | None:
     if mask is not None and mask.size != init.size:
         raise GhostError(f"the mask {settings.mask} is {mask.width}×{mask.height} but the init image is "
                          f"{init.width}×{init.height}: they must be the same size")
-    return CallInputs(init, mask, str(Path(settings.init_image).resolve()),
-                      str(Path(settings.mask).resolve()) if settings.mask is not None else None)
+    inputs = CallInputs(init, mask, str(Path(settings.init_image).resolve()),
+                        str(Path(settings.mask).resolve()) if settings.mask is not None else None)
+    return replace(inputs, control_image=control, control_path=controlled.control_path) if control else inputs
 
 
 def pipeline_for(loaded: LoadedPipeline, settings: RunSpec) -> LoadedPipeline:
     """`loaded` with its pipeline in diffusers' class for the run's kind, sharing every component (text2img: itself;
-    controlnet: with the run's ControlNet, the pipeline's own unless `settings.controlnet` names a folder)."""
+    controlnet, or img2img/inpaint with a control image: with the run's ControlNet, the pipeline's own unless
+    `settings.controlnet` names a folder)."""
     kind = settings.kind
-    if kind == "text2img":
+    if kind == "text2img" or (kind in ("img2img", "inpaint") and settings.control_image is None):
         if own_controlnet(loaded.pipe) is not None:  # diffusers would fail mid-call: "image must be passed"
             raise GhostError(f"this pipeline ({type(loaded.pipe).__name__}) makes ControlNet calls: give "
                              "--control-image IMG, the image its ControlNet follows")
+    if kind == "text2img":
         return loaded
-    if kind == "controlnet":
-        return _with_controlnet(loaded, settings.controlnet)
-    from diffusers import AutoPipelineForImage2Image, AutoPipelineForInpainting
+    from diffusers import AutoPipelineForImage2Image, AutoPipelineForInpainting, AutoPipelineForText2Image
 
-    auto = AutoPipelineForImage2Image if kind == "img2img" else AutoPipelineForInpainting
+    auto = {"img2img": AutoPipelineForImage2Image, "inpaint": AutoPipelineForInpainting}.get(kind,
+                                                                                            AutoPipelineForText2Image)
+    if kind == "controlnet" or settings.control_image is not None:
+        return _with_controlnet(loaded, settings.controlnet, auto, kind)
     return replace(loaded, pipe=_from_pipe(auto, loaded.pipe, kind))
 
 
@@ -146,17 +162,19 @@ def _from_pipe(auto: Any, pipe: Any, kind: str, **components: Any) -> Any:
     return made
 
 
-def _with_controlnet(loaded: LoadedPipeline, folder: str | None) -> LoadedPipeline:
+def _with_controlnet(loaded: LoadedPipeline, folder: str | None, auto: Any, kind: str) -> LoadedPipeline:
+    what = "ControlNet" if kind == "controlnet" else f"ControlNet {kind}"
     if folder is None:
-        if own_controlnet(loaded.pipe) is None:
+        own = own_controlnet(loaded.pipe)
+        if own is None:
             raise GhostError(f"--control-image needs a ControlNet: this pipeline ({type(loaded.pipe).__name__}) has "
                              "none; give --controlnet DIR (a saved ControlNetModel's folder, or a pipeline folder "
                              "with a controlnet/ component)")
-        return loaded
+        if kind == "controlnet":
+            return loaded
+        return replace(loaded, pipe=_from_pipe(auto, loaded.pipe, what, controlnet=own))
     model, digest = load_controlnet(loaded, folder)
-    from diffusers import AutoPipelineForText2Image
-
-    made = _from_pipe(AutoPipelineForText2Image, loaded.pipe, "ControlNet", controlnet=model)
+    made = _from_pipe(auto, loaded.pipe, what, controlnet=model)
     # the ControlNet's weights beside the pipeline's (an object's weights unknown: none of them claimed)
     hashes = {**loaded.weight_hashes, COMPONENT: digest} if loaded.weight_hashes else loaded.weight_hashes
     return replace(loaded, pipe=made, weight_hashes=hashes)

@@ -73,7 +73,7 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
                        for e in map(parse_lora, settings.adapters)),
     )
     # capture patterns (a ControlNet's modules among them), the device's memory
-    checked = pipeline_for(loaded, resolved) if resolved.kind == "controlnet" else loaded
+    checked = pipeline_for(loaded, resolved) if resolved.control_image is not None else loaded
     validate_for_pipeline(checked.pipe, loaded.device, resolved)
     notes = [note] if note else []
     if inputs and inputs.control_image is not None and inputs.control_image.size != (resolved.width, resolved.height):
