@@ -88,10 +88,21 @@ class RayCluster:
         scanned.set()
 
     def shutdown(self) -> None:
+        """The driver's connection, then every node; the nodes' worker processes, which outlive their raylet by a
+        few seconds, are waited for (and killed after 20 s): no ray process is left behind."""
         import ray
 
+        raylets = {node.all_processes["raylet"][0].process.pid for node in self.cluster.list_all_nodes()}
+        workers = [pid for pid, _, parent in _processes() if parent in raylets]
         ray.shutdown()
         self.cluster.shutdown()
+        deadline = time.monotonic() + 20
+        while workers and time.monotonic() < deadline:
+            workers = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+            time.sleep(0.1)
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _processes() -> Iterator[tuple[int, str, int]]:

@@ -268,7 +268,7 @@ def _outcome(ray: Any, ref: Any, job: SweepJob, tries: int, worker: _Worker, poo
     pool.drop(worker)  # its device may be poisoned for good: a fresh process takes its place
     if tries >= RETRIES:
         say(f"{_what(job)} met a device error again on a restarted Ray worker: recorded failed ({error})")
-        return {**result, "error": f"{result['error']} (again after its Ray worker was restarted)"}
+        return {**result, "error": f"{error} (again after its Ray worker was restarted)"}  # whole in its record
     say(f"{_what(job)} met a device error on the Ray worker on node {worker.node[:12]} ({error}): the worker is "
         "restarted and the run made again")
     if Path(result["run_dir"]).parent == runs_dir:  # the retry's record replaces it
