@@ -47,11 +47,28 @@ def scheduler_name(scheduler: Any) -> str:
     return next((short for short, full in SCHEDULERS.items() if full == cls), cls)
 
 
-def set_scheduler(pipe: Any, name: str | None) -> str:
-    """Install the named scheduler (or keep the current one for None) and return its short name."""
+def check_steps(scheduler: Any, steps: int | None) -> None:
+    """Refuse, in one line, a step count the scheduler cannot set its timesteps for.
+
+    diffusers' PNDM (unless its config skips the Runge–Kutta warm-up, skip_prk_steps) takes its first `pndm_order`
+    (4) timesteps for that warm-up: with fewer steps its set_timesteps fails on a numpy shape mismatch (4 vs 8)."""
+    order = getattr(scheduler, "pndm_order", None)
+    config = getattr(scheduler, "config", None)
+    if steps is None or not isinstance(order, int) or getattr(config, "skip_prk_steps", True):
+        return
+    if steps < order:
+        raise GhostError(f"{type(scheduler).__name__} needs at least {order} steps (its Runge–Kutta warm-up takes "
+                         f"{order}; skip_prk_steps is off in its config): got {steps}")
+
+
+def set_scheduler(pipe: Any, name: str | None, steps: int | None = None) -> str:
+    """Install the named scheduler (or keep the current one for None) and return its short name; `steps`: the
+    run's, refused up front where that scheduler cannot take them (check_steps), the pipeline's own kept then."""
     if not name:
+        check_steps(pipe.scheduler, steps)
         return scheduler_name(pipe.scheduler)
     if name.strip() == type(pipe.scheduler).__name__:  # one without a short name (flow matching): as recorded
+        check_steps(pipe.scheduler, steps)
         return name.strip()
     key = name.strip().lower()
     by_class = {full.lower(): short for short, full in SCHEDULERS.items()}
@@ -64,5 +81,9 @@ def set_scheduler(pipe: Any, name: str | None) -> str:
                          f"(pip install {missing}); or choose one of: {', '.join(available_schedulers())}")
     cls = getattr(diffusers, SCHEDULERS[key])
     if type(pipe.scheduler) is not cls:
-        pipe.scheduler = cls.from_config(pipe.scheduler.config)
+        chosen = cls.from_config(pipe.scheduler.config)
+        check_steps(chosen, steps)
+        pipe.scheduler = chosen
+    else:
+        check_steps(pipe.scheduler, steps)
     return key

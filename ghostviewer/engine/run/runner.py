@@ -56,7 +56,7 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
     inputs = read_inputs(settings)  # the init image and mask or the control image, read and checked before anything
     refuse_unapplied(loaded, settings.dtype, None)  # an object in memory runs as it is: never record another dtype
     seed, note = resolve_seed(settings.seed)
-    scheduler = set_scheduler(loaded.pipe, settings.scheduler)
+    scheduler = set_scheduler(loaded.pipe, settings.scheduler, settings.steps)
     size = _native_size(loaded.pipe)
     width, height = inputs.size(settings.width, settings.height) if inputs else (settings.width, settings.height)
     resolved = replace(
