@@ -36,7 +36,7 @@ test: $(STAMP)
 
 # Sweeps on a real multi-node Ray cluster started on this machine (a head and one-CPU worker nodes on loopback
 # ports): a node killed mid-sweep, every node lost then a resume, a poisoned device and an out-of-memory. About
-# 3 min and 120 CPU-s on 2 cores (each worker process imports torch), so not part of `make test` or CI.
+# 2.5 min and 100 CPU-s on 2 cores (each worker process imports torch), so not part of `make test` or CI.
 test-ray-cluster: $(STAMP)
 	$(PY_ENV) GHOSTVIEWER_RAY_CLUSTER=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -p no:xdist tests/engine/test_sweep_ray_cluster.py
 

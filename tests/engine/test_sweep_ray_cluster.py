@@ -2,8 +2,10 @@
 no actor and worker nodes of one CPU each, separate raylets on loopback ports), reached by its address as a client
 would: a node killed mid-run, every node lost and a resume, a poisoned device and an out-of-memory.
 
-Each test starts its own cluster and shuts it down (no ray process is left). They cost 15-30 CPU-s each, so they
-run with `make test-ray-cluster` (GHOSTVIEWER_RAY_CLUSTER=1), not in `make test`.
+Each test starts its own cluster and shuts it down (no ray process is left). They cost about 30 CPU-s each (96 for
+the three with pytest's start, 2 min 20 s on 2 cores, counted over every process of the cluster: a per-test CPU
+count sees 4-5 s, the driver's, since Ray's workers are not its children), so they run with `make
+test-ray-cluster` (GHOSTVIEWER_RAY_CLUSTER=1), not in `make test`.
 """
 
 from __future__ import annotations
