@@ -84,7 +84,12 @@ def patch_with(
         )
     finally:
         capture.outputs.clear()  # device memory goes back as soon as the patch is done
-    calls = patch.calls
+    return patch_result(module, run, ref["run_dir"], description, patch.calls, reruns=2)
+
+
+def patch_result(module: str, run: dict[str, Any], reference_run_dir: str | None, reference: str, calls: int,
+                 reruns: int) -> dict[str, Any]:
+    """CONTRACT's `patching` dict of a patched re-run `run` (a Trials entry): where its healthy values came from."""
     return {
         "module": module,
         "healthy": run["healthy"],
@@ -92,10 +97,10 @@ def patch_with(
         "verdict": run["verdict"],
         "first_anomaly": run["first_anomaly"],
         "run_dir": run["run_dir"],
-        "reference_run_dir": ref["run_dir"],
-        "reference": description,
+        "reference_run_dir": reference_run_dir,
+        "reference": reference,
         "calls_patched": calls,
-        "reruns": 2,
+        "reruns": reruns,
     }
 
 

@@ -24,7 +24,7 @@ from torch import nn
 
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.interventions.base import RunContext
-from ghostviewer.engine.loops.patch_run import hooked
+from ghostviewer.engine.loops.patch_run import hooked, patch_result
 from ghostviewer.engine.module_io import replace_main_output, replaceable_tensor
 from ghostviewer.engine.tracing.blocks import resolve_module
 from ghostviewer.record import StatRow
@@ -94,15 +94,4 @@ def patch_from_step(trials: Any, bad: RunSpec, module: str, rows: Sequence[StatR
     run = trials.run(tagged, {"patched": module, "from_step": step - 1}, role="patched",
                      note=f"{module} patched from {description}",
                      around=lambda loaded: hooked(patch, tagged, loaded), describe={"patched": module})
-    return {
-        "module": module,
-        "healthy": run["healthy"],
-        "symptom": run["symptom"],
-        "verdict": run["verdict"],
-        "first_anomaly": run["first_anomaly"],
-        "run_dir": run["run_dir"],
-        "reference_run_dir": None,
-        "reference": description,
-        "calls_patched": patch.patched,
-        "reruns": 1,
-    }
+    return patch_result(module, run, None, description, patch.patched, reruns=1)
