@@ -62,6 +62,7 @@ from ghostviewer.analysis.bisect_plan import (
 from ghostviewer.analysis.ddmin import ddmin
 from ghostviewer.analysis.symptom import Symptom, describe_anomaly
 from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.loops.bisect_study import bad_symptom, finish_bisection
 from ghostviewer.engine.loops.bisect_trials import BisectionCancelled, ProgressFn, Trials, quiet
 from ghostviewer.engine.loops.patch_run import default_reference, patch_with
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, recorded_call
@@ -343,9 +344,7 @@ def bisect_run(
     record, settings = open_recorded(run_dir)
     if record.status != "done":
         raise GhostError(f"run {record.path.name} ended {record.status}: bisection needs a run that finished")
-    symptom = Symptom.of_record(record)  # a drift comes with the baseline it was judged by
-    if symptom is None:
-        raise GhostError("nothing to bisect: the run is healthy")
+    symptom = bad_symptom(record)
     emit = on_progress or quiet
     cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle, call=recorded_call(record))
     bypassable = [b.module for b in discover_blocks(cache.get(settings).pipe) if b.bypassable]
@@ -388,9 +387,7 @@ def bisect_run(
             "searched_from": [s for s, _pool in _starts(_denoise_step(symptom), suspects, after)],
             **extra,
         }
-        if status == "cancelled":
-            result["status"] = "cancelled"
-        study.finish(status, result=result | {"summary": _summary(result)})
+        finish_bisection(study, status, result, _summary(result))
     emit({"event": "bisect_finished", **result})
     return result
 

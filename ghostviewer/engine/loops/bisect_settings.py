@@ -29,8 +29,8 @@ import torch
 
 from ghostviewer.analysis.anomaly import recorded_latent_sigma
 from ghostviewer.analysis.ddmin import ddmin
-from ghostviewer.analysis.symptom import Symptom
 from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.loops.bisect_study import bad_symptom, finish_bisection
 from ghostviewer.engine.loops.bisect_trials import BisectionCancelled, ProgressFn, Trials, quiet
 from ghostviewer.engine.loops.bisect_units import (
     DTYPE,
@@ -102,9 +102,7 @@ def bisect_settings(
     """
     bad_record, bad_spec = open_recorded(bad_run_dir)
     good_record, good_spec = open_recorded(good_run_dir)
-    symptom = Symptom.of_record(bad_record)  # the first failure, never an earlier warning
-    if symptom is None:
-        raise GhostError("nothing to bisect: the run is healthy")
+    symptom = bad_symptom(bad_record)
     if symptom.shown_by(good_record.verdict, good_record.first_anomaly, good_record.stats(), good_record.status,
                         latent_sigma=recorded_latent_sigma(good_record.environment)):
         raise GhostError(f"the good run {good_record.path.name} shows the bad run's symptom too ({symptom.describe()})")
@@ -159,9 +157,7 @@ def bisect_settings(
             # other components' config keys (a U-Net's, a VAE's) that differ: shown, never flipped
             "component_differences": other_component_differences(bad_record.environment, good_record.environment),
         }
-        if status == "cancelled":
-            result["status"] = "cancelled"
         summary = ", ".join(f"{k}: {a} → {b}" for k, (a, b) in result["culprit_settings"].items())
-        study.finish(status, result=result | {"summary": summary})
+        finish_bisection(study, status, result, summary)
     emit({"event": "bisect_finished", **result})
     return result
