@@ -42,13 +42,15 @@ class TrailEntry:
     step: int = 0  # steps done while it runs
     steps: int = 0
     running: bool = False
+    from_step: int | None = None  # the step its bypasses started from (None: the whole run)
 
 
 def entry_from(event: dict[str, Any], trial: int, role: str = "trial") -> TrailEntry:
     """A trail entry from a `trial` event or an item of the result's trail."""
     return TrailEntry(int(event.get("trial") or trial), str(event.get("role") or role),
                       tuple(event.get("bypassed") or ()), event.get("verdict"), event.get("symptom"),
-                      event.get("healthy"), event.get("first_anomaly"), event.get("run_dir"))
+                      event.get("healthy"), event.get("first_anomaly"), event.get("run_dir"),
+                      from_step=event.get("from_step") if isinstance(event.get("from_step"), int) else None)
 
 
 class BisectCoordinator(QObject):

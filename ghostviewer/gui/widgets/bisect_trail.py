@@ -43,7 +43,24 @@ def symptom_cell(entry: TrailEntry) -> tuple[str, str]:
 def bypassed_text(entry: TrailEntry) -> str:
     if entry.role != "trial":
         return f"({entry.role}: activation patching)"
-    return ", ".join(short(m) for m in entry.bypassed) or "(nothing)"
+    blocks = ", ".join(short(m) for m in entry.bypassed) or "(nothing)"
+    return blocks if entry.from_step is None else f"{blocks} from step {entry.from_step}"
+
+
+def searched_text(trail: list[TrailEntry], result: dict[str, Any] | None) -> str:
+    """'searched from step 4, then 3, then the whole run': the steps the bypasses started from, in the order they
+    ran (the re-runs' from_step; the result's planned `searched_from` before any re-run is known). Empty when every
+    bypass covered the whole run."""
+    starts: list[int | None] = []
+    for entry in trail:
+        if entry.role == "trial" and (not starts or starts[-1] != entry.from_step):
+            starts.append(entry.from_step)
+    if not trail and result:
+        starts = [s if isinstance(s, int) else None for s in result.get("searched_from") or []]
+    if not any(isinstance(s, int) for s in starts):
+        return ""
+    words = ["the whole run" if s is None else f"step {s}" if i == 0 else str(s) for i, s in enumerate(starts)]
+    return "searched from " + ", then ".join(words)
 
 
 class BisectTrail(QWidget):
@@ -140,6 +157,9 @@ class BisectTrail(QWidget):
                 text += f"<br>Patching {patching.get('module')} from a good run {fixed}."
             elif c.result.get("patching_note"):
                 text += f"<br>Patching: {c.result['patching_note']}"
+            searched = searched_text(c.trail, c.result)
+            if searched:
+                text += f"<br>Bypasses {searched}."
             colour = "#2e7d32" if c.result.get("culprit") else "#ef6c00"
             self.result.setText(f"<span style='color:{colour}'><b>{text}</b></span>")
         else:
