@@ -176,7 +176,7 @@ def test_ray_sweep_gives_the_same_verdicts_as_the_local_one(demo_loaded, runs_di
     local = run_sweep(PROMPTS[:2], "6-7", pipeline=demo_loaded, steps=2, faults=["nan-latents"], runs_dir=runs_dir)
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a stray cluster
     try:
         remote = run_sweep(PROMPTS[:2], "6-7", source="demo", steps=2, faults=["nan-latents"], runs_dir=runs_dir,
                            ray="auto")

@@ -62,7 +62,7 @@ def connect(address: str) -> Any:
                                "configure_logging": False}
     try:
         if address == "local":
-            ray.init(**options)
+            ray.init(address="local", **options)  # a new instance even where a cluster runs on this machine
         elif address == "auto":
             try:
                 ray.init(address="auto", log_to_driver=False, configure_logging=False)
