@@ -15,6 +15,7 @@ from PIL import Image
 
 import ghostviewer
 from ghostviewer.record import RunRecord, StudyRecord, list_entries
+from tests.engine.overlapping_calls import call_overlapping
 from tests.engine.test_runner import assert_no_leftovers
 
 PROMPT = "a red circle on a blue background, top left"
@@ -216,28 +217,9 @@ def test_every_nth_call_and_the_ring(demo_loaded, runs_dir: Path) -> None:
 
 
 def test_two_threads_get_two_records_and_the_overlap_is_a_finding(demo_loaded, runs_dir: Path) -> None:
-    import threading
-
     pipe = demo_loaded.pipe
-    second_started = threading.Event()
-
-    def wait_for_the_other(_pipe, index, _timestep, tensors):
-        if index == 0:
-            second_started.wait(timeout=30)
-        return {}
-
-    def mark(_pipe, index, _timestep, tensors):
-        second_started.set()
-        return {}
-
     with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
-        first = threading.Thread(target=_call, args=(pipe,), kwargs={"output_type": "np",
-                                                                     "callback_on_step_end": wait_for_the_other})
-        first.start()
-        while not watcher.runs and watcher.summary()["calls"] < 1:
-            pass
-        _call(pipe, output_type="np", callback_on_step_end=mark)
-        first.join(timeout=60)
+        call_overlapping(pipe, watcher, _call, {"output_type": "np"}, {"output_type": "np"})
     assert len(watcher.runs) == 2 and all(r["status"] == "done" for r in watcher.runs)
     for run in watcher.runs:
         record = RunRecord(run["run_dir"])

@@ -6,7 +6,6 @@ row only, and the baseline lookup kept between calls reads as a fresh one."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ import torch
 import ghostviewer
 from ghostviewer.engine.watch.samples import sample_nonfinite
 from ghostviewer.record import RunRecord, StudyRecord
+from tests.engine.overlapping_calls import call_overlapping
 from tests.engine.test_runner import assert_no_leftovers
 
 PROMPT = "a red circle on a blue background, top left"
@@ -107,25 +107,8 @@ def test_a_record_without_the_table_reads_as_none(demo_loaded, runs_dir: Path) -
 
 def test_an_overlapping_call_records_its_initial_noise_steps_and_x0(demo_loaded, runs_dir: Path) -> None:
     pipe = demo_loaded.pipe
-    second_started = threading.Event()
-
-    def wait_for_the_other(_pipe, index, _timestep, tensors):
-        if index == 0:
-            second_started.wait(timeout=30)
-        return {}
-
-    def mark(_pipe, index, _timestep, tensors):
-        second_started.set()
-        return {}
-
     with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
-        first = threading.Thread(target=_call, args=(pipe,), kwargs={
-            "seed": 3, "output_type": "np", "callback_on_step_end": wait_for_the_other})
-        first.start()
-        while watcher.summary()["calls"] < 1:
-            pass
-        _call(pipe, seed=4, output_type="np", callback_on_step_end=mark)
-        first.join(timeout=60)
+        call_overlapping(pipe, watcher, _call, {"seed": 3, "output_type": "np"}, {"seed": 4, "output_type": "np"})
     assert_no_leftovers(pipe)
     runs = watcher.runs
     assert len(runs) == 2 and all(r["status"] == "done" for r in runs)
