@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from ghostviewer.cli.common import EXIT_OK, print_json, printable
+from ghostviewer.record.sizes import size_words
 
 
 def add_prune_parser(sub: Any) -> None:
@@ -22,15 +23,6 @@ def add_prune_parser(sub: Any) -> None:
     prune.add_argument("--keep-last", type=int, metavar="N", help="always keep the newest N records")
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
     prune.add_argument("--json", action="store_true")
-
-
-def size_words(size: int) -> str:
-    value = float(size)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
 
 
 def cmd_prune(args: argparse.Namespace) -> int:

@@ -15,17 +15,9 @@ from ghostviewer.gui import messages
 from ghostviewer.gui.dialogs.error_reporter import ErrorReporter
 from ghostviewer.gui.link.engine_client import EngineClient
 from ghostviewer.gui.link.job_scheduler import JobScheduler
+from ghostviewer.record.sizes import size_words as human_size  # bundle_export_dialog imports it from here
 
 log = logging.getLogger("ghostviewer.gui")
-
-
-def human_size(size: int) -> str:
-    value = float(size)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} bytes"
 
 
 class ExportCoordinator(QObject):
