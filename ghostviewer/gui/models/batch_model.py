@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.gui.data.batch_images import NO_BATCH, STEP_DATA_SAMPLE, Batch, Sample, read_batch
-from ghostviewer.gui.link.worker import Worker
+from ghostviewer.gui.models.run_read import RunRead
 from ghostviewer.gui.models.timeline_model import TimelineModel
 
 
@@ -22,13 +22,14 @@ class BatchModel(QObject):
         self.timeline = timeline
         self.batch: Batch = NO_BATCH
         self.selected = 0
-        self.loading = False
-        self._for: tuple[str, str] | None = None  # (run folder, status) the batch was read for
-        self._reader = Worker(1, latest=True, synchronous=synchronous, what="reading the batch's images", parent=self)
+        self._reader = RunRead(timeline, read_batch, "reading the batch's images", synchronous, parent=self)
+        self._reader.cleared.connect(self._on_cleared)
         self._reader.answered.connect(self._on_batch)
-        timeline.runChanged.connect(self._read)
-        timeline.statusChanged.connect(self._read)
-        self._read()
+        self._reader.read()
+
+    @property
+    def loading(self) -> bool:
+        return self._reader.loading
 
     @property
     def count(self) -> int:
@@ -68,26 +69,10 @@ class BatchModel(QObject):
             self.selected = index
             self.sampleSelected.emit(index)
 
-    def _read(self) -> None:
-        record = self.timeline.record
-        if record is None:
-            self._reader.cancel()
-            self._for, self.loading = None, False
-            self._set(NO_BATCH, new_run=True)
-            return
-        key = (str(record.path), self.timeline.status)
-        if key == self._for:
-            return
-        new_run = self._for is None or key[0] != self._for[0]
-        self._for, self.loading = key, True
-        if new_run:
-            self._set(NO_BATCH, new_run=True)  # the last run's samples never stand for this one's
-        self._reader.submit(key, lambda _task: read_batch(record))
+    def _on_cleared(self) -> None:
+        self._set(NO_BATCH, new_run=True)
 
-    def _on_batch(self, key: Any, batch: Any) -> None:
-        if key != self._for:
-            return
-        self.loading = False
+    def _on_batch(self, batch: Any) -> None:
         if isinstance(batch, Exception):  # a bug of ours (the log has it)
             batch = Batch(problem=f"the batch cannot be read: {batch}")
         self._set(batch, new_run=False)

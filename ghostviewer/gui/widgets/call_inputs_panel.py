@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from ghostviewer.gui.data.call_inputs import NO_INPUTS, CallInputs, read_call_inputs
-from ghostviewer.gui.link.worker import Worker
+from ghostviewer.gui.models.run_read import RunRead
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.gui.widgets.thumbnail import Thumbnail
 
@@ -42,8 +42,6 @@ class CallInputsPanel(QScrollArea):
         super().__init__(parent)
         self.model = model
         self.inputs: CallInputs = NO_INPUTS
-        self.loading = False
-        self._for: tuple[str, str] | None = None
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -70,33 +68,24 @@ class CallInputsPanel(QScrollArea):
         column.addStretch(1)
         self.setWidget(inner)
         self.tiles: list[InputTile] = []
-        self._reader = Worker(1, latest=True, synchronous=synchronous, what="reading the call's input images",
-                              parent=self)
+        self._reader = RunRead(model, read_call_inputs, "reading the call's input images", synchronous, parent=self)
+        self._reader.cleared.connect(self._on_cleared)
         self._reader.answered.connect(self._on_inputs)
-        model.runChanged.connect(self._read)
-        model.statusChanged.connect(self._read)
         self._show(NO_INPUTS)
-        self._read()
+        self._reader.read()
 
-    def _read(self) -> None:
-        record = self.model.record
-        if record is None:
-            self._reader.cancel()
-            self._for, self.loading = None, False
-            self._show(NO_INPUTS)
-            return
-        key = (str(record.path), self.model.status)
-        if key == self._for:
-            return
-        if self._for is None or key[0] != self._for[0]:
-            self._show(NO_INPUTS)  # the last run's inputs never stand beside this one
-        self._for, self.loading = key, True
-        self._reader.submit(key, lambda _task: read_call_inputs(record))
+    @property
+    def loading(self) -> bool:
+        return self._reader.loading
 
-    def _on_inputs(self, key: Any, inputs: Any) -> None:
-        if key != self._for:
-            return
-        self.loading = False
+    @property
+    def _for(self) -> tuple[str, str] | None:  # the (run folder, status) read for; tests wait on it
+        return self._reader.key
+
+    def _on_cleared(self) -> None:
+        self._show(NO_INPUTS)
+
+    def _on_inputs(self, inputs: Any) -> None:
         if isinstance(inputs, Exception):  # a bug of ours (the log has it)
             inputs = CallInputs(problem=f"the call's inputs cannot be read: {inputs}")
         self._show(inputs)
