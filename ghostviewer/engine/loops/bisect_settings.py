@@ -11,10 +11,13 @@ A per-component dtype (`float32,vae=float16`) is split into one difference per c
 when more than one does: "float16 everywhere" against "float32" then comes out as "the VAE in float16". Each
 dtype is loaded once through PipelineCache, so a bisection over dtypes loads each combination it tries once.
 A scheduler config key (`scheduler.final_sigmas_type`) is flipped by installing, for the trial, the scheduler its
-config describes (the recorded class and keys, the kept ones the bad run's). Settings that only change what is
-recorded (captures, trace depth, attention maps) are not bisected: they are taken from the bad run and listed
-under `ignored`, with the pipeline source (always the bad run's); other components' config keys that differ are
-listed under `component_differences`.
+config describes (the recorded class and keys, the kept ones the bad run's). Another component's config key
+(`vae.scaling_factor`, `unet.upcast_attention`) is flipped by rebuilding that component with the good run's value
+and the loaded weights (engine.loops.component_flip); one that cannot be (a key that changes the architecture, a
+class that differs, a transformers text encoder) is left at the bad run's value, with one line why under
+`not_flipped`. Settings that only change what is recorded (captures, trace depth, attention maps) are not bisected:
+they are taken from the bad run and listed under `ignored`, with the pipeline source (always the bad run's); every
+other component's config difference is listed under `component_differences`.
 """
 
 from __future__ import annotations
@@ -35,11 +38,14 @@ from ghostviewer.engine.loops.bisect_trials import BisectionCancelled, ProgressF
 from ghostviewer.engine.loops.bisect_units import (
     DTYPE,
     Side,
+    component_changes,
     compose,
     differences,
+    is_component_unit,
     other_component_differences,
     shown,
 )
+from ghostviewer.engine.loops.component_flip import flippable, flipped
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded
 from ghostviewer.engine.run.runner import CancelToken
 from ghostviewer.engine.tracing.blocks import pipeline_components
@@ -63,17 +69,36 @@ def build_scheduler(config: dict[str, Any]) -> Any:
 
 
 @contextmanager
-def _installed(loaded: Any, config: dict[str, Any] | None) -> Iterator[None]:
-    """The trial's scheduler on the pipeline for the run, the pipeline's own put back after it."""
-    if config is None:
-        yield
-        return
-    original = loaded.pipe.scheduler
-    loaded.pipe.scheduler = build_scheduler(config)
-    try:
-        yield
-    finally:
-        loaded.pipe.scheduler = original
+def _installed(loaded: Any, config: dict[str, Any] | None,
+               changes: dict[str, dict[str, Any]] | None = None) -> Iterator[None]:
+    """The trial's scheduler and rebuilt components on the pipeline for the run, the pipeline's own put back."""
+    with flipped(loaded.pipe, changes or {}):
+        if config is None:
+            yield
+            return
+        original = loaded.pipe.scheduler
+        loaded.pipe.scheduler = build_scheduler(config)
+        try:
+            yield
+        finally:
+            loaded.pipe.scheduler = original
+
+
+def _not_flipped(units: list[str], bad: Side, good: Side, pipe: Any,
+                 differing: dict[str, list[Any]]) -> tuple[list[str], dict[str, str]]:
+    """(the units kept, {component key: why it cannot be flipped}) over the other components' differences."""
+    why: dict[str, str] = {}
+    for unit in [u for u in units if is_component_unit(u)]:
+        name, key = unit.split(".", 1)
+        reason = flippable(pipe, name, key, good.components[name][key], good.components[name].get("_class"))
+        if reason:
+            why[unit] = reason
+    for unit in differing:
+        name, _, key = unit.partition(".")
+        if unit not in units and unit not in why:
+            why[unit] = (f"the runs' {name} classes differ: a class is the weights' own (load the good run's {name})"
+                         if key == "class" else f"{name}.{key} is recorded for only one of the runs' {name}")
+    return [u for u in units if u not in why], why
 
 
 def _refuse_unrunnable(units: list[str], bad: RunSpec, good: RunSpec, pipeline: Any) -> None:
@@ -111,6 +136,8 @@ def bisect_settings(
     loaded = cache.get(bad_spec)
     components = [c for c in pipeline_components(loaded.pipe) if c in loaded.dtypes]  # encode, denoise, decode
     units, ignored = differences(bad, good, components)
+    differing = other_component_differences(bad_record.environment, good_record.environment)
+    units, not_flipped = _not_flipped(units, bad, good, loaded.pipe, differing)
     if not units:
         raise GhostError("the two runs have the same settings: nothing to bisect (try `ghostviewer replay`)")
     _refuse_unrunnable(units, bad_spec, good_spec, pipeline)
@@ -128,10 +155,12 @@ def bisect_settings(
 
         def fails(kept: list[str]) -> bool:
             trial, scheduler = compose(bad, good, kept, units, components)
+            changes = component_changes(good, kept, units)
             entry = trials.run(trial, {"kept_bad": kept}, note="bad values kept: " + ", ".join(kept),
-                               around=lambda loaded: _installed(loaded, scheduler),
+                               around=lambda loaded: _installed(loaded, scheduler, changes),
                                describe={"kept_bad": list(kept), "settings": _as_run(trial, changed),
-                                         **({"scheduler_config": scheduler} if scheduler else {})})
+                                         **({"scheduler_config": scheduler} if scheduler else {}),
+                                         **({"component_configs": changes} if changes else {})})
             study.set_progress(len(trials.trail()))
             return entry["symptom"] is not False  # a crash is no evidence that the failure went away
 
@@ -154,8 +183,8 @@ def bisect_settings(
             "first_warning": symptom.warning,
             "differences": units,
             "ignored": ignored,
-            # other components' config keys (a U-Net's, a VAE's) that differ: shown, never flipped
-            "component_differences": other_component_differences(bad_record.environment, good_record.environment),
+            "component_differences": differing,  # other components' classes and keys, flipped or not
+            "not_flipped": not_flipped,  # {key: why it could not be flipped}, those left at the bad run's value
         }
         summary = ", ".join(f"{k}: {a} → {b}" for k, (a, b) in result["culprit_settings"].items())
         finish_bisection(study, status, result, summary)

@@ -9,8 +9,10 @@ A unit is
   - 'adapters:FILE' when both runs load the same LoRA files and a file's scale differs ("FILE:SCALE" entries);
   - 'scheduler.KEY' for a key of the scheduler's config that both runs' schedulers have and that differs (as
     compare names them, analysis.compare.component_settings: a user's `final_sigmas_type` or `timestep_spacing`).
-    Keys only one scheduler class has follow the class, which is the `scheduler` setting's unit. Other components'
-    config keys (a U-Net's, a VAE's) are listed by settings bisection, not flipped: they are the weights' own.
+    Keys only one scheduler class has follow the class, which is the `scheduler` setting's unit;
+  - 'COMPONENT.KEY' for another component's config key that differs, both runs' component being of one class (a
+    VAE's `scaling_factor`, a U-Net's `upcast_attention`): flipped by rebuilding that component with the loaded
+    weights (engine.loops.component_flip), where it can be — settings bisection says why where it cannot.
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ class Side:
 
     spec: RunSpec
     scheduler: dict[str, Any] = field(default_factory=dict)
+    components: dict[str, dict[str, Any]] = field(default_factory=dict)  # the others' recorded configs
 
     @classmethod
     def of(cls, spec: RunSpec, environment: dict[str, Any]) -> Side:
         configs = environment.get("component_configs") or {}
-        config = configs.get("scheduler") if isinstance(configs, dict) else None
-        return cls(spec, dict(config) if isinstance(config, dict) else {})
+        configs = configs if isinstance(configs, dict) else {}
+        config = configs.get("scheduler")
+        others = {n: dict(c) for n, c in configs.items() if n != "scheduler" and isinstance(c, dict)}
+        return cls(spec, dict(config) if isinstance(config, dict) else {}, others)
 
 
 def per_component(spec: str | None, components: list[str]) -> dict[str, str] | None:
@@ -105,7 +110,33 @@ def differences(bad: Side, good: Side, components: list[str]) -> tuple[list[str]
                 continue
         units.append(key)
     units.extend(f"{SCHEDULER}{key}" for key in scheduler_keys(bad, good))
+    units.extend(component_keys(bad, good))
     return units, ignored
+
+
+def component_keys(bad: Side, good: Side) -> list[str]:
+    """'COMPONENT.KEY' for each other component's config key that differs, the component of one class in both."""
+    found = []
+    for name, ours in bad.components.items():
+        theirs = good.components.get(name)
+        if theirs is None or theirs.get("_class") != ours.get("_class"):
+            continue
+        found += [f"{name}.{k}" for k in ours if not k.startswith("_") and k in theirs and ours[k] != theirs[k]]
+    return found
+
+
+def is_component_unit(unit: str) -> bool:
+    return "." in unit and ":" not in unit and not unit.startswith(SCHEDULER)  # no RunSpec field has a dot
+
+
+def component_changes(good: Side, kept: list[str], units: list[str]) -> dict[str, dict[str, Any]]:
+    """{component: {key: the good run's value}} for every component unit not kept bad."""
+    changes: dict[str, dict[str, Any]] = {}
+    for unit in units:
+        if is_component_unit(unit) and unit not in kept:
+            name, key = unit.split(".", 1)
+            changes.setdefault(name, {})[key] = good.components[name][key]
+    return changes
 
 
 def scheduler_keys(bad: Side, good: Side) -> list[str]:
@@ -115,7 +146,8 @@ def scheduler_keys(bad: Side, good: Side) -> list[str]:
 
 
 def other_component_differences(bad_env: dict[str, Any], good_env: dict[str, Any]) -> dict[str, list[Any]]:
-    """The other components' config keys that differ (shown, not flipped)."""
+    """The other components' classes and config keys that differ ("vae.scaling_factor": [good, bad]), flipped
+    or not."""
     diff = settings_diff(component_settings(good_env), component_settings(bad_env))
     return {k: v for k, v in diff.items() if not k.startswith(SCHEDULER)}
 
@@ -126,7 +158,7 @@ def compose(bad: Side, good: Side, kept: list[str], units: list[str],
     install for the trial (None: no scheduler key is bisected; the `scheduler` setting alone decides)."""
     data = bad.spec.to_dict()
     for unit in units:
-        if unit not in kept and ":" not in unit and not unit.startswith(SCHEDULER):
+        if unit not in kept and ":" not in unit and "." not in unit:
             data[unit] = getattr(good.spec, unit)
             if isinstance(data[unit], tuple):
                 data[unit] = list(data[unit])
@@ -171,6 +203,9 @@ def shown(bad: Side, good: Side, culprit: RunSpec, unit: str) -> tuple[str, list
     if unit.startswith(SCHEDULER):
         key = unit[len(SCHEDULER):]
         return unit, [good.scheduler.get(key), bad.scheduler.get(key)]
+    if is_component_unit(unit):
+        name, key = unit.split(".", 1)
+        return unit, [good.components.get(name, {}).get(key), bad.components.get(name, {}).get(key)]
     if unit.startswith(ADAPTER):
         path = unit[len(ADAPTER):]
         return unit, [_scale_of(good.spec, path), _scale_of(bad.spec, path)]
