@@ -135,7 +135,7 @@ def run_spec(
     if good is not None and result.get("run_dir"):
         from ghostviewer.engine.run.reference_run import compare_with_reference
 
-        result["reference"] = compare_with_reference(result, good, folder)
+        result["reference"] = compare_with_reference(result, good, folder, loaded)
     return result
 
 
@@ -158,16 +158,38 @@ def replay(
                       on_progress=on_progress)
 
 
-def compare(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
-    """Two recorded runs side by side: settings that differ and the first divergence (CONTRACT `compare`)."""
+def compare(run_a: str | Path, run_b: str | Path, *, reference: Any = None, pipeline: Any = None,
+            runs_dir: str | Path | None = None, allow_pickle: bool = False) -> dict[str, Any]:
+    """Two recorded runs side by side: settings that differ and the first divergence (CONTRACT `compare`).
+    `reference`: a known-good pipeline (source or object); the suspect run (B, or A when only A looks bad) is re-run
+    on it with its exact call and the dict's `reference` names where the suspect leaves the reference's range
+    ({"suspect": "a|b", "suspect_run", "run_dir", "first_departure", "summary", …}; as `run --reference`). The
+    reference's run goes to `runs_dir` (default: beside the suspect's). The suspect's own pipeline (`pipeline`, an
+    object in memory, else its recorded source reloaded) also runs its call with the reference's modules in lockstep
+    on the same inputs, which locates an edited weight at its module (`reference.by` == "same inputs")."""
     from ghostviewer.analysis.compare import compare as compare_folders
     from ghostviewer.engine.errors import GhostError
-    from ghostviewer.record import RecordError
+    from ghostviewer.record import RecordError, RunRecord
 
     try:
-        return compare_folders(run_a, run_b)
+        result = compare_folders(run_a, run_b)
     except RecordError as exc:
         raise GhostError(str(exc)) from None
+    if reference is not None:
+        from ghostviewer.engine.run.reference_run import compare_runs_with_reference, suspect_of
+
+        _, folder = suspect_of(run_a, run_b)
+        recorded = RunSpec.from_record(dict(RunRecord(folder).settings))  # the suspect's device and dtype
+        good = _loaded(reference, recorded.device, recorded.dtype, allow_pickle, None)
+        mine = None if pipeline is None else _loaded(pipeline)
+        if mine is None and recorded.source and not recorded.source.startswith("<"):  # not an object in memory
+            try:
+                mine = _loaded(recorded.source, good.device, recorded.dtype, allow_pickle, None)
+            except GhostError:
+                mine = None  # moved or deleted since: the side-by-side runs alone
+        result["reference"] = compare_runs_with_reference(run_a, run_b, good, Path(runs_dir) if runs_dir else None,
+                                                          mine)
+    return result
 
 
 def bisect(

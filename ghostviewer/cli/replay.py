@@ -19,6 +19,11 @@ def add_replay_parsers(sub: Any) -> None:
     compare = sub.add_parser("compare", help="compare two recorded runs: settings and the first divergence")
     compare.add_argument("run_a", metavar="RUN_A")
     compare.add_argument("run_b", metavar="RUN_B")
+    compare.add_argument("--reference", metavar="SRC",
+                         help="a known-good pipeline: re-run the suspect run's call on it (B, or A when only A looks "
+                              "bad) and name where the suspect first leaves its range")
+    compare.add_argument("--runs-dir", help="where the reference's run goes (default: the runs folder, as for `run`)")
+    compare.add_argument("--allow-pickle", action="store_true")
     compare.add_argument("--json", action="store_true")
 
 def _where(divergence: dict[str, Any]) -> str:
@@ -49,7 +54,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from ghostviewer import api
 
-    result = api.compare(args.run_a, args.run_b)
+    result = api.compare(args.run_a, args.run_b, reference=args.reference, runs_dir=args.runs_dir,
+                         allow_pickle=args.allow_pickle)
+    side = result.get("reference")
     if args.json:
         print_json(result)
     else:
@@ -59,5 +66,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if result["first_divergence"]:
             print(f"first divergence: {_where(result['first_divergence'])}")
         print(f"verdicts: {result['verdicts'][0]} vs {result['verdicts'][1]}")
-    return EXIT_OK if result["same"] else EXIT_PROBLEM
+        if side:
+            print(f"reference: run {side['suspect'].upper()} {side['summary']}; its run: {side['run_dir']}")
+    departed = bool(side and side.get("first_departure"))
+    return EXIT_OK if result["same"] and not departed else EXIT_PROBLEM
 

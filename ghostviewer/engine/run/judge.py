@@ -25,6 +25,7 @@ from ghostviewer.analysis.baseline_store import CHANNEL_MEANS_TENSORS
 from ghostviewer.analysis.prompt_check import MIN_STEPS
 from ghostviewer.analysis.verdict_context import verdict_in_context
 from ghostviewer.analysis.verdicts import image_verdict
+from ghostviewer.engine.judge_model.audit_cite import AuditCitation
 from ghostviewer.engine.loading.memory_identity import folder_of
 from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR, LoadedPipeline
 from ghostviewer.engine.run.baseline_lookup import choose_baseline, vocab_digest, vocabulary_hash
@@ -100,6 +101,8 @@ class RunJudge:
         self.channels = ChannelMeans(modules, muted)
         self.control = ControlEffect.of(loaded.pipe)  # a pipeline with a ControlNet: did its control do anything?
         self.lora = LoraEffect.of(loaded.pipe)  # LoRA layers as the call starts: no effect, left loaded
+        self.audit = AuditCitation(loaded.pipe, modules)  # bad weights: the first anomaly's likely cause (cached)
+        self._detector: AnomalyDetector | None = None
         self.clip: str | None = None
         if not speaks:
             self.clip = find_local_clip()
@@ -107,7 +110,8 @@ class RunJudge:
                                "prompt check skipped: no CLIP model on this machine (none is ever downloaded)"))
 
     def detector(self) -> AnomalyDetector:
-        return AnomalyDetector(self.baseline, self.channels.values)
+        self._detector = AnomalyDetector(self.baseline, self.channels.values)
+        return self._detector
 
     @property
     def hooks(self) -> list[Any]:
@@ -146,6 +150,7 @@ class RunJudge:
         for kind, message, level, data in [*([finding] if finding else []),
                                            *(self.lora.findings() if self.lora is not None else [])]:
             writer.event(kind, message, level=level, **data)
+        self.audit.cite(None if self._detector is None else self._detector.first, writer)
 
     def verdict(self, image: np.ndarray, prompt: str, writer: Any = None) -> dict[str, Any]:
         """The image verdict in context; a late note (a local CLIP model that fails) goes to `writer`."""
