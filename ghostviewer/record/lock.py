@@ -37,6 +37,15 @@ def _process_started(pid: int) -> float | None:
         return None
 
 
+def refuse_links(folder: Path, names: tuple[str, ...], what: str) -> None:
+    """The rule for writing into an existing record: its folder and the named files and folders in it are real, never
+    links (writing through one would change a record somewhere else); RecordError, in one line, otherwise."""
+    for path in (Path(folder), *(Path(folder) / name for name in names)):
+        if os.path.islink(path):
+            raise RecordError(f"{what} {Path(folder).name} has a link in place of {path.name}; GhostViewer writes "
+                              "into a record only through real files and folders")
+
+
 class WriterLock:
     """Held by a live writer; `release()` (or the writer's end, or its process's death) lets it go."""
 

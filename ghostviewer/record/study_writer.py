@@ -17,7 +17,7 @@ from . import schema
 from . import study_schema as sschema
 from .disk import DiskFull, disk_full, is_disk_full
 from .errors import RecordError
-from .lock import WriterLock
+from .lock import LOCK_NAME, WriterLock, refuse_links
 from .sqlite_store import StoreWriter, connect
 from .study_reader import StudyRecord
 
@@ -94,6 +94,9 @@ class StudyWriter(StoreWriter):
         A study that ended 'done' is refused unless force=True; a newer schema is always refused.
         """
         # Reading first validates the folder (schema, tables) without writing anything to a foreign file.
+        db = sschema.STUDY_DB_NAME
+        folder = Path(path).parent if Path(path).name == db else Path(path)  # before reading: a reader makes -shm
+        refuse_links(folder, (db, f"{db}-wal", f"{db}-shm", LOCK_NAME, sschema.RUNS_FOLDER), "study")
         record = StudyRecord(path)
         previous = record.status  # read before the lock is ours: 'interrupted' when its writer died
         lock = WriterLock.acquire(record.path, "study")  # refused while another process writes it

@@ -19,7 +19,7 @@ from safetensors.numpy import save
 from . import schema
 from .disk import disk_full, is_disk_full
 from .errors import RecordError
-from .lock import WriterLock
+from .lock import WriterLock, refuse_links
 from .runs_index import note_finished
 from .sqlite_store import StoreWriter
 from .sqlite_store import check_name as _check_name
@@ -283,6 +283,7 @@ def annex_image(run_dir: str | Path, name: str, image: np.ndarray, step: int | N
     db = run_dir / schema.DB_NAME
     if not db.is_file():
         raise RecordError(f"not a GhostViewer run (no {schema.DB_NAME}): {run_dir}")
+    refuse_links(run_dir, (schema.DB_NAME, f"{schema.DB_NAME}-wal", f"{schema.DB_NAME}-shm", "images"), "run")
     relpath = f"images/{name}.png"
     target = run_dir / relpath
     picture = Image.fromarray(to_uint8_image(image))
