@@ -16,405 +16,88 @@ is one row with its calls, kept records and failure rate; its children are its k
 read as a run (thumbnail, prompt, seed, "watched: app.py · call 7"; the newest CHILD_DETAIL of them, each read once).
 **Watching a folder** (watch()): the folder is read again every POLL_MS, always off the GUI thread, while a program
 writes runs into it; a read that finds nothing changed says nothing (the panel is left alone).
+
+The rows are history_entries.py's, the reading of a folder history_scan.py's; this file holds them for the window.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ghostviewer.gui.drops import looks_like_run
 from ghostviewer.gui.link.worker import Task, Worker
-from ghostviewer.gui.models.prompt_model import intervention_words
-from ghostviewer.gui.models.verdict_words import run_words
-from ghostviewer.record import RecordError, StudyRecord
-from ghostviewer.record.bundle_format import MANIFEST, README, REPRO, RUNS_FOLDER
-from ghostviewer.record.history import program_name, watched_words
-from ghostviewer.record.lock import writer_alive
-from ghostviewer.record.runs_index import RunRow, db_mtime, list_rows, read_row
-from ghostviewer.record.runs_index import stamp as run_stamp
-from ghostviewer.record.study_reader import SUMMARY_ROLE
-from ghostviewer.record.study_schema import RUNS_FOLDER as STUDY_RUNS
+from ghostviewer.gui.models.history_entries import (
+    BrokenEntry,
+    HistoryRow,
+    RunEntry,
+    StudyChild,
+    StudyEntry,
+    broken_entry,
+    one_line,
+    result_words,
+    watch_words,
+)
+from ghostviewer.gui.models.history_scan import (
+    BUNDLES_FOLDER,
+    CHILD_DETAIL,
+    DB_FILES,
+    LARGE_FOLDER,
+    STUDY_DB_FILES,
+    Cache,
+    bundle_name,
+    bundle_of,
+    bundle_runs,
+    entry_count,
+    entry_from_row,
+    is_bundle_folder,
+    read_entry,
+    read_study,
+    scan,
+)
+from ghostviewer.record import RecordError
+
+# The rows (history_entries.py) and the folder's reading (history_scan.py) stay importable from here.
+__all__ = [
+    "BUNDLES_FOLDER",
+    "CHILD_DETAIL",
+    "CHUNK",
+    "DB_FILES",
+    "FIRST_CHUNK",
+    "LARGE_FOLDER",
+    "POLL_MS",
+    "SHOW_AT_ONCE",
+    "STUDY_DB_FILES",
+    "BrokenEntry",
+    "Cache",
+    "HistoryModel",
+    "HistoryRow",
+    "RunEntry",
+    "StudyChild",
+    "StudyEntry",
+    "broken_entry",
+    "bundle_name",
+    "bundle_of",
+    "bundle_runs",
+    "entry_count",
+    "entry_from_row",
+    "is_bundle_folder",
+    "one_line",
+    "read_entry",
+    "read_study",
+    "result_words",
+    "scan",
+    "watch_words",
+]
 
 log = logging.getLogger("ghostviewer.gui")
 
-DB_FILES = ("run.sqlite", "run.sqlite-wal")
-STUDY_DB_FILES = ("study.sqlite", "study.sqlite-wal")
-BUNDLES_FOLDER = "bundles"  # where the window extracts the bundles it opens (gui/path_opener.py)
-_EXTRACTED = re.compile(r"-\d{8}-\d{6}-[0-9a-f]{6}$")  # the time and token open_bundle adds to the name
-
-
-def is_bundle_folder(folder: Path) -> bool:
-    """An extracted bug report: runs/ beside the bundle's README.txt and repro.py (or its manifest)."""
-    return (folder / RUNS_FOLDER).is_dir() and any((folder / name).is_file() for name in (README, REPRO, MANIFEST))
-
-
-def bundle_of(run_dir: str | Path | None) -> Path | None:
-    """The extracted bundle folder a run belongs to (<folder>/runs/<run_id>), or None."""
-    if run_dir is None:
-        return None
-    runs = Path(run_dir).parent
-    return runs.parent if runs.name == RUNS_FOLDER and is_bundle_folder(runs.parent) else None
-
-
-def bundle_name(folder: str | Path) -> str:
-    """'ghostviewer-bug-run-0042' for the folder open_bundle made of ghostviewer-bug-run-0042.zip."""
-    return _EXTRACTED.sub("", Path(folder).name) or Path(folder).name
-
-
-@dataclass(frozen=True)
-class RunEntry:
-    path: str
-    run_id: str
-    created: str
-    prompt: str
-    seed: object
-    steps: object
-    status: str  # running | done | failed | cancelled (running + not live = incomplete)
-    verdict: str | None
-    error: str | None
-    changes: tuple[str, ...] = ()  # what the run changed in the pipeline: ("ghost: nan-latents", "1 bypass")
-    first_anomaly: dict | None = None
-    image: str | None = None  # the final image, for the thumbnail
-    bundle: str = ""  # the bug report it came from (its name), for a run opened from a bundle
-    problem: str = ""  # what the reader refused in it, in one line (e.g. its final image outside its folder)
-    source: str = ""  # where the call was made when not by GhostViewer: "watched: app.py · call 7"
-
-    def state(self, live_run: str | None) -> str:
-        """What the history shows: the verdict label (with the first anomaly's kind when the image passed
-        anyway, as the verdict badge says it), or running / incomplete / cancelled / failed."""
-        if self.status in ("running", "interrupted"):  # interrupted: its writer died (the record can tell)
-            return "running" if live_run == self.path else "incomplete"
-        return run_words(self.status, self.verdict, self.first_anomaly) if self.status != "done" or self.verdict \
-            else "done"
-
-
-@dataclass(frozen=True)
-class StudyChild:
-    """One run of a study, as the study's index lists it (no need to open the run to show it)."""
-
-    path: str
-    position: int
-    role: str
-    label: str  # the child's key in a few words, e.g. "seed 3"
-    seed: object
-    status: str | None
-    verdict: str | None
-    first_anomaly: dict | None = None
-    run: RunEntry | None = None  # the child read as a run (a watch study's kept calls): thumbnail, prompt, seed
-
-    def state(self) -> str:
-        if self.run is not None:
-            return self.run.state(None)
-        return run_words(self.status, self.verdict, self.first_anomaly)
-
-
-@dataclass(frozen=True)
-class StudyEntry:
-    path: str
-    study_id: str
-    kind: str
-    created: str
-    status: str  # running | done | failed | cancelled (running + nothing live inside = incomplete)
-    progress: str  # "7/30", or "7" when the total is unknown
-    result: str  # the result in a few words
-    error: str | None
-    children: tuple[StudyChild, ...]
-    source: str = ""  # a watch study's program ("app.py")
-    failed: int = 0  # a watch study's calls with a bad verdict, an anomaly or an error
-
-    @property
-    def run_id(self) -> str:  # the tie-break key shared with RunEntry when sorting the history
-        return self.study_id
-
-    def state(self, live_run: str | None) -> str:
-        """running (a run inside it is live) / incomplete (its writer stopped) / its final status; a watch study
-        whose program is still running (it holds the study's lock): watching."""
-        if self.status == "running" and self.kind == "watch":
-            return "watching"
-        if self.status == "running":
-            live = live_run is not None and (live_run == self.path or live_run.startswith(self.path + os.sep))
-            return "running" if live else "incomplete"
-        return self.status
-
-
-@dataclass(frozen=True)
-class BrokenEntry:
-    """A run or study folder that cannot be read (missing or corrupt database): listed with the reader's message."""
-
-    path: str
-    problem: str  # the reader's message, in one line
-    created: str  # the folder's modification time (ISO), where the history sorts it
-
-    @property
-    def run_id(self) -> str:
-        return Path(self.path).name
-
-    def state(self, _live_run: str | None = None) -> str:
-        return "unreadable"
-
-
-HistoryRow = RunEntry | StudyEntry | BrokenEntry
-
-
-def one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
-def broken_entry(folder: Path, problem: object) -> BrokenEntry:
-    try:
-        mtime = folder.stat().st_mtime
-    except OSError:
-        mtime = 0.0
-    created = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="milliseconds")
-    return BrokenEntry(str(folder), one_line(problem), created)
-
-
-def result_words(result: object) -> str:
-    """A study's result in a few words: its 'summary' when it has one, else its first plain values."""
-    if result is None:
-        return ""
-    if not isinstance(result, dict):
-        return str(result)[:60]
-    if result.get("summary"):
-        return str(result["summary"])
-    plain = [f"{k} {v}" for k, v in result.items() if isinstance(v, (str, int, float, bool)) or v is None]
-    return ", ".join(plain[:2])
-
-
-def watch_words(result: object) -> str:
-    """A watch study's result in a few words, the failures first: "1/4 failed (25%), 4 kept"."""
-    if not isinstance(result, dict) or not isinstance(result.get("calls"), int):
-        return ""
-    calls, failed, kept = result["calls"], int(result.get("failed") or 0), result.get("kept")
-    rate = f" ({failed / calls:.0%})" if calls else ""
-    return f"{failed}/{calls} failed{rate}" + (f", {kept} kept" if isinstance(kept, int) else "")
-
-
-def _key_words(key: object) -> str:
-    if isinstance(key, dict):
-        return " ".join(f"{k} {v}" for k, v in key.items())
-    return str(key)
-
-
-def _child(run: dict) -> StudyChild:
-    """From one item of StudyRecord.summary()["runs"] (run_dir already resolved and checked)."""
-    key = run.get("key")
-    seed = key.get("seed") if isinstance(key, dict) else None
-    return StudyChild(str(run["run_dir"]), int(run["position"]), str(run.get("role") or ""), _key_words(key), seed,
-                      run.get("status"), run.get("verdict"), _anomaly(run.get("first_anomaly")))
-
-
-def _anomaly(value: Any) -> dict | None:
-    """A study index's first anomaly (a dict, or JSON text of one), else None."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    return value if isinstance(value, dict) and value else None
-
-
-LARGE_FOLDER = 400  # more entries than this: read off the GUI thread, in chunks
 FIRST_CHUNK, CHUNK = 40, 400  # new records read in the first chunk (a screenful, fast), then in each next one
 SHOW_AT_ONCE = 400  # more new rows than this from one read: the newest FIRST_CHUNK are shown first
 # ... and the rest once the worker has made their history lines (the window paints the first ones meanwhile)
 POLL_MS = 1000  # a watched folder is read again this often
-Cache = dict[str, tuple[tuple[int, ...], HistoryRow]]
-CHILD_DETAIL = 200  # a watch study's newest kept calls read as runs (the older ones: from its index alone)
-
-
-def read_study(folder: Path, cache: Cache | None = None, new_cache: Cache | None = None) -> StudyEntry:
-    """`cache` / `new_cache`: a watch study's kept calls read before (by their own modification times) / the
-    ones read now go there."""
-    record = StudyRecord(folder)
-    summary = record.summary()
-    progress = summary.get("progress") or {}
-    done, total = progress.get("done", 0), progress.get("total")
-    runs = summary.get("runs") or ()
-    result = summary.get("result")
-    source, failed, words = "", 0, result_words(result)
-    if record.kind == "watch":
-        source = program_name((summary.get("params") or {}).get("program"))
-        failed = int(result.get("failed") or 0) if isinstance(result, dict) else 0
-        words = watch_words(result) or result_words(result)
-        kept = [run for run in reversed(runs) if run.get("kept") and run.get("role") != SUMMARY_ROLE]
-        read = _watched_entries(folder, kept[:CHILD_DETAIL], cache, new_cache)
-        children = tuple(_as_run(_child(run), read.get(str(run["run_dir"]))) for run in kept)
-    else:
-        children = tuple(_child(run) for run in runs)
-    return StudyEntry(str(record.path), record.study_id, record.kind, str(record.created_at or ""),
-                      str(summary.get("status")), f"{done}/{total}" if total is not None else str(done),
-                      words, summary.get("error"), children, source, failed)
-
-
-def _watched_entries(study: Path, runs: list[dict], cache: Cache | None,
-                     new_cache: Cache | None) -> dict[str, RunEntry]:
-    """A watch study's newest kept calls read as runs: from the cache while their databases are unchanged, else
-    from the runs index of the study's runs/ folder (the writer keeps it; a call it lacks is read once)."""
-    found: dict[str, RunEntry] = {}
-    wanted: list[Path] = []
-    for run in runs:
-        folder = Path(run["run_dir"])
-        cached = (cache or {}).get(str(folder))
-        if cached is not None and cached[0] == _stamp(folder) and isinstance(cached[1], RunEntry):
-            found[str(folder)] = cached[1]
-        else:
-            wanted.append(folder)
-    if wanted:
-        rows, unreadable, _ = list_rows(study / STUDY_RUNS, wanted, create=len(runs) >= CHILD_DETAIL)
-        for folder, _stamp_now, row in rows:
-            found[str(folder)] = entry_from_row(folder, row)
-        for folder, problem in unreadable:
-            log.info("a watched call's record cannot be read: %s: %s", folder, problem)
-    if new_cache is not None:
-        for path, entry in found.items():
-            new_cache[path] = (_stamp(Path(path)), entry)
-    return found
-
-
-def _as_run(child: StudyChild, entry: RunEntry | None) -> StudyChild:
-    return child if entry is None else StudyChild(child.path, child.position, child.role, child.label, entry.seed,
-                                                  child.status, child.verdict, child.first_anomaly, entry)
-
-
-def _stamp(folder: Path, names: tuple[str, ...] = DB_FILES) -> tuple[int, ...]:
-    stamps = []
-    for name in names:
-        try:
-            stamps.append(os.stat(folder / name).st_mtime_ns)
-        except OSError:
-            stamps.append(0)
-    return tuple(stamps)
-
-
-def read_entry(folder: Path, bundle: str = "") -> RunEntry:
-    """One run read from its own record (what the runs index holds for it, read afresh)."""
-    return entry_from_row(Path(folder), read_row(folder), bundle)
-
-
-def entry_from_row(folder: Path, row: RunRow, bundle: str = "") -> RunEntry:
-    """A history row from a runs-index row (record/runs_index.py): no database opened."""
-    path = str(folder)
-    return RunEntry(path, row.run_id, row.created_at, str(row.prompt or ""), row.seed, row.steps,
-                    row.live_status(path), row.verdict, row.error,
-                    tuple(intervention_words(row.settings)), row.first_anomaly, row.image_path(path), bundle,
-                    row.problem, watched_words(row.watched) if row.watched else "")
-
-
-def entry_count(folder: Path) -> int:
-    """How many entries the folder holds (one directory listing, no stat of each)."""
-    try:
-        with os.scandir(folder) as entries:
-            return sum(1 for _ in entries)
-    except OSError:
-        return 0
-
-
-def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
-         task: Task | None = None) -> tuple[list[HistoryRow], Cache, bool]:
-    """(rows newest first, the new cache, complete): every run, study and unreadable folder of `runs_dir`, read
-    again only where its database changed. The folder's own runs come from its runs index (one query; only the
-    runs it lacks or holds stale are opened, and written back). `budget`: open at most that many records (the
-    newest-named folders first: run ids begin with their time) and leave the others for the next call (complete
-    False). No Qt: it runs on a worker."""
-    rows: list[HistoryRow] = []
-    new_cache: Cache = {}
-    children = [(child, "") for child in _subfolders(runs_dir)] + bundle_runs(runs_dir)
-    children.sort(key=lambda pair: pair[0].name, reverse=True)
-    left = budget
-    complete = True
-    own_runs: list[tuple[Path, int | None]] = []  # the folder's own runs not in the cache: from the runs index
-    for child, bundle in children:
-        if task is not None:
-            task.check()
-        if not bundle:  # one stat tells a run and dates it (a finished one's WAL is folded back in)
-            mtime = db_mtime(child)
-            if mtime is not None:
-                cached = cache.get(str(child))
-                if cached is not None and isinstance(cached[1], RunEntry) and \
-                        cached[0] == run_stamp(child, cached[1].status, mtime):
-                    new_cache[str(child)] = cached
-                    rows.append(cached[1])
-                else:
-                    own_runs.append((child, mtime))
-                continue
-        reader: Callable[[Path], HistoryRow] = partial(read_entry, bundle=bundle)
-        stamp = _stamp(child)
-        if bundle and stamp == (0, 0):
-            continue  # a bundle holds runs only
-        if stamp == (0, 0):
-            reader, stamp = read_study, _stamp(child, STUDY_DB_FILES)
-            if stamp == (0, 0) and not looks_like_run(child):
-                continue  # neither a run nor a study folder (a run whose database is gone is listed)
-            if stamp == (0, 0):
-                reader = read_entry  # a run without its database: the reader says so
-        cached = cache.get(str(child))
-        if cached is not None and cached[0] == stamp and not _writer_gone(child, cached[1]):
-            row = cached[1]
-            if isinstance(row, StudyEntry):  # its calls read as runs stay read
-                for each in row.children:
-                    if each.run is not None and each.path in cache:
-                        new_cache[each.path] = cache[each.path]
-        elif left is not None and left <= 0:
-            complete = False
-            continue
-        else:
-            if left is not None:
-                left -= 1
-            try:
-                row = read_study(child, cache, new_cache) if reader is read_study else reader(child)
-            except (RecordError, OSError) as exc:
-                if writer_alive(child):
-                    continue  # being created right now: the next refresh reads it
-                row = broken_entry(child, exc)
-        new_cache[str(child)] = (stamp, row)
-        rows.append(row)
-    indexed, unreadable, not_read = list_rows(runs_dir, own_runs, left, None if task is None else task.check,
-                                              create=len(children) > LARGE_FOLDER)
-    complete = complete and not not_read
-    for folder, stamp, index_row in indexed:
-        entry = entry_from_row(folder, index_row)
-        new_cache[str(folder)] = (stamp, entry)
-        rows.append(entry)
-    for folder, problem in unreadable:
-        if not writer_alive(folder):  # one being created right now: the next refresh reads it
-            rows.append(broken_entry(folder, problem))
-    rows.sort(key=lambda e: (e.created, e.run_id), reverse=True)
-    return rows, new_cache, complete
-
-
-def _writer_gone(folder: Path, row: HistoryRow) -> bool:
-    """A study read while its writer was alive whose writer is gone now (a watched program killed): its database
-    has not changed, its status has (it reads 'interrupted')."""
-    return isinstance(row, StudyEntry) and row.status == "running" and writer_alive(folder) is False
-
-
-def _subfolders(folder: Path) -> list[Path]:
-    try:
-        with os.scandir(folder) as entries:  # the entries' own types: no stat of each
-            return [Path(e.path) for e in entries if e.is_dir()]
-    except OSError:
-        return []
-
-
-def bundle_runs(runs_dir: Path) -> list[tuple[Path, str]]:
-    """(run folder, bundle name) of every run of the bundles extracted under <runs_dir>/bundles."""
-    found = []
-    for folder in _subfolders(runs_dir / BUNDLES_FOLDER):
-        if is_bundle_folder(folder):
-            found.extend((run, bundle_name(folder)) for run in _subfolders(folder / RUNS_FOLDER))
-    return found
 
 
 def _with_lines(read: tuple[list[HistoryRow], Cache, bool], lines: dict[str, tuple[HistoryRow, Any]],
@@ -428,6 +111,7 @@ def _with_lines(read: tuple[list[HistoryRow], Cache, bool], lines: dict[str, tup
         before = lines.get(row.path)
         made[row.path] = before if before is not None and before[0] is row else (row, line_of(row, None))
     return (*read, made)
+
 
 
 class HistoryModel(QObject):
