@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from ghostviewer.spec.bypass import BypassSpec
 from ghostviewer.spec.checks import SettingsError, check_seed, check_values
 from ghostviewer.spec.errors import SpecError
 
@@ -84,6 +85,11 @@ class RunSpec:
             object.__setattr__(self, "kind", "inpaint" if self.mask is not None else "img2img")
         elif self.kind == "text2img" and self.control_image is not None:
             object.__setattr__(self, "kind", "controlnet")
+
+    @property
+    def bypass_specs(self) -> tuple[BypassSpec, ...]:
+        """The bypasses parsed (BypassSpecError, one line, for a bad one): what the engine applies."""
+        return tuple(BypassSpec.parse(text) for text in self.bypass)
 
     @property
     def memory_check(self) -> bool:

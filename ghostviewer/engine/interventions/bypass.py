@@ -39,7 +39,7 @@ class BypassConfig(BypassSpec):
 class Bypass:
     name = "bypass"
 
-    def __init__(self, config: BypassConfig) -> None:
+    def __init__(self, config: BypassSpec) -> None:
         self.config = config
         self._handle: torch.utils.hooks.RemovableHandle | None = None
 

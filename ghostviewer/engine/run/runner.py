@@ -15,7 +15,7 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.faults import make_fault
 from ghostviewer.engine.interventions.base import RunContext, applied
-from ghostviewer.engine.interventions.bypass import Bypass, BypassConfig
+from ghostviewer.engine.interventions.bypass import Bypass
 from ghostviewer.engine.interventions.dtype_bridge import DtypeBridge
 from ghostviewer.engine.loading.loras import LoraFile, loras_loaded, read_loras
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
@@ -85,7 +85,7 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
 
 def build_interventions(loaded: LoadedPipeline, settings: RunSpec) -> list[Any]:
     """Bypasses and faults, checked against the pipeline before anything is recorded."""
-    bypasses = [Bypass(BypassConfig.parse(spec)) for spec in settings.bypass]
+    bypasses = [Bypass(spec) for spec in settings.bypass_specs]
     for bypass in bypasses:
         bypass.check(loaded.pipe)
     bridge = [DtypeBridge()] if DtypeBridge.needed(loaded.pipe) else []
