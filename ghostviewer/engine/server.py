@@ -15,6 +15,9 @@ Commands (an optional "id" is echoed in every event the command causes):
   {"cmd": "isolate", "run_dir": "...", "module": "unet.mid_block", "step": 0, "out": DIR, "fuzz": true}
   {"cmd": "export", "run_dirs": [...], "out": ZIP, "include_tensors": true, "include_feature_maps": true}
       a bundle with each run's first bad module's inputs: export_progress…, then exported or export_failed
+  {"cmd": "judge_against", "run_dir": "...", "reference": SRC | "baseline": FILE, "runs_dir": "..."}
+      the shown run beside a known-good pipeline (reference_finished: its first departure) or made again and
+      judged by a chosen baseline file (judged: the new run's dict with its verdict and `baseline`)
   {"cmd": "quit"}
 Events: ready, loaded, started, step, finished, cancelled, failed, decoded, blocks, isolated, exported,
 export_failed, error (one-line message).
@@ -274,6 +277,33 @@ class EngineSession:
         finally:
             with self._lock:
                 self._token = self._run_id = None
+
+    def _cmd_judge_against(self, command: dict[str, Any], ident: Any) -> None:
+        """{"cmd": "judge_against", "run_dir", "reference": SRC | "baseline": FILE, "runs_dir"}: see the module doc."""
+        from dataclasses import replace
+
+        from ghostviewer.engine.errors import GhostError
+        from ghostviewer.engine.loading.pipelines import load_pipeline
+        from ghostviewer.engine.loops.recorded import fits_run, open_recorded
+        from ghostviewer.engine.run.reference_run import compare_with_reference
+        from ghostviewer.engine.run.runner import execute_run
+
+        run_dir = str(command.get("run_dir") or "")
+        if not run_dir or not (command.get("reference") or command.get("baseline")):
+            raise GhostError("judge_against needs a run_dir and a reference or a baseline")
+        record, settings = open_recorded(run_dir)
+        runs_dir = Path(str(command.get("runs_dir") or Path(run_dir).parent)).expanduser()
+        mine = self.loaded if fits_run(self.loaded, record, settings) else None
+        if command.get("baseline"):
+            suspect = mine or load_pipeline(settings.source, device="auto")
+            result = execute_run(suspect, replace(settings, device=suspect.device), runs_dir,
+                                 baseline=Path(str(command["baseline"])).expanduser())
+            self.emit("judged", id=ident, run_dir=run_dir, result=result)
+            return
+        device = self.loaded.device if self.loaded is not None else "auto"
+        reference = load_pipeline(str(command["reference"]), device=device)
+        result = compare_with_reference({"run_dir": run_dir}, reference, runs_dir, mine)
+        self.emit("reference_finished", id=ident, run_dir=run_dir, result=result)
 
     def _cmd_decode(self, command: dict[str, Any], ident: Any) -> None:
         step, tensor = int(command["step"]), str(command.get("tensor") or "latents")

@@ -35,6 +35,8 @@ class WindowActions:
     jump_anomaly: QAction
     compare_selected: QAction
     compare_with: QAction
+    compare_reference: QAction
+    judge_baseline: QAction
     bisect: QAction
     restart_engine: QAction
     about: QAction
@@ -95,6 +97,12 @@ def create_actions(window: QMainWindow) -> WindowActions:
         compare_selected=a(window, "Co&mpare selected runs", "Ctrl+K",
                            tip="The two runs selected in the history side by side (Ctrl+click the second)"),
         compare_with=a(window, "Compare &with…", tip="The shown run beside a run picked in the Compare dock"),
+        compare_reference=a(window, "Compare with a &known-good model…",
+                            tip="Run the shown run's call on a pipeline folder you trust and show where the run "
+                                "first leaves its range (Compare dock)"),
+        judge_baseline=a(window, "Judge against &baseline file…",
+                         tip="Make the shown run's call again, judged by a baseline file you pick: its verdict "
+                             "and what it compared against"),
         bisect=a(window, "&Bisect by bypass", "Ctrl+B",
                  tip="Find the block whose bypass makes the shown failing run's symptom go away"),
         restart_engine=a(window, "Restart &engine", tip="Start a fresh engine process and reload the pipeline"),
@@ -128,7 +136,8 @@ def build_menus(window: QMainWindow, actions: WindowActions, docks: list[QDockWi
     for action in (actions.cancel, actions.decode):
         run_menu.addAction(action)
     run_menu.addSeparator()
-    for action in (actions.compare_selected, actions.compare_with, actions.bisect):
+    for action in (actions.compare_selected, actions.compare_with, actions.compare_reference,
+                   actions.judge_baseline, actions.bisect):
         run_menu.addAction(action)
     view_menu = bar.addMenu("&View")
     for action in (actions.play, actions.step_back, actions.step_forward, actions.first_step, actions.last_step,
