@@ -21,6 +21,11 @@ warning while nothing has failed (the record's and the run JSON's first_anomaly)
 (first_warning in both). `first_failure` finds the first failure in a run's rows again, past any earlier warning:
 what a bisection looks for (analysis.symptom).
 The ratios were calibrated on healthy demo runs (scripts/calibrate_verdicts.py reports anomalies too).
+A Heun run of the demo (cosine schedule, sigma_max ~2·10⁴, trailing spacing) fails for real, at any step count:
+its second-order correction over the first step, sigma_max → sigma_1, scales the difference of the two denoised
+predictions by sigma_max / sigma_1, the latents reach ~10⁵ where they should be ~sigma_1 (the U-Net's input, scaled
+by scale_model_input, ~6.7·10⁴ at unet.conv_in) and the picture decodes wrong — no rule of sigmas should call that
+benign (tests/engine/test_schedulers_healthy.py).
 """
 
 from __future__ import annotations
