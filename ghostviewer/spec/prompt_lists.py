@@ -1,6 +1,7 @@
 """Prompt lists dropped or opened in the window or swept: .txt (one prompt a line, # comments; lines starting with
 `--` are AUTOMATIC1111 prompt-file lines, spec/a1111.py), .csv (a `prompt` column; optional negative, seed, steps,
-guidance, width, height, scheduler), .jsonl / .json (objects with the same keys, or strings). A prompt that is a
+guidance, width, height, scheduler, lora, init_image, strength, mask, control_image — files relative to the list's
+folder), .jsonl / .json (objects with the same keys, or strings). A prompt that is a
 dynamic-prompt template (`a {red|blue} circle`, `__colour__`) becomes one row per variant (spec/templates.py), and
 A1111 styles apply to every row (ListOptions).
 
@@ -15,6 +16,7 @@ import csv
 import difflib
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,12 +25,15 @@ from typing import IO, Any
 
 from ghostviewer.spec.a1111 import apply_styles, is_a1111_line, parse_line, read_styles
 from ghostviewer.spec.errors import SpecError
-from ghostviewer.spec.loras import lora_entries
+from ghostviewer.spec.loras import LoraEntry, lora_entries, parse_lora
 from ghostviewer.spec.templates import Expander, TemplateOptions, expand_rows, wildcard_folder
 
 PROMPT_LIST_SUFFIXES = (".txt", ".csv", ".jsonl", ".json")
 KEYS = {"prompt": str, "negative": str, "seed": int, "steps": int, "guidance": float, "width": int, "height": int,
-        "scheduler": str, "lora": tuple}  # lora: FILE[:SCALE], a list of them, or several in one string split by ';'
+        "scheduler": str, "lora": tuple,  # lora: FILE[:SCALE], a list of them, or several in one string split by ';'
+        "init_image": str, "strength": float, "mask": str, "control_image": str}
+# Image files a row may name; a relative path is read from the list file's folder (as a LoRA's is).
+IMAGE_KEYS = ("init_image", "mask", "control_image")
 _CHUNK = 1 << 16  # .json arrays are parsed from a buffer of this many characters, refilled as items are used
 _NON_SPACE = re.compile(r"[^ \t\r\n]")
 _MAX_ITEM = 1 << 20  # one .json entry longer than this is not a prompt: an error, not a reason to read on
@@ -38,7 +43,7 @@ class PromptListError(SpecError):
     """The list cannot be read; the message is one line for the user."""
 
 
-def _clean(item: Any, where: str) -> dict[str, Any]:
+def _clean(item: Any, where: str, folder: Path | None = None) -> dict[str, Any]:
     if isinstance(item, str):
         item = {"prompt": item}
     if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
@@ -53,9 +58,12 @@ def _clean(item: Any, where: str) -> dict[str, Any]:
             value = int(value)
         if kind is tuple:
             try:
-                out[key] = lora_entries(value)
+                out[key] = tuple(_lora_in(entry, folder, where) for entry in lora_entries(value))
             except SpecError as exc:
                 raise PromptListError(f"{where}: {exc}") from None
+            continue
+        if key in IMAGE_KEYS and isinstance(value, str):
+            out[key] = _file_in(value, folder, where, key)
             continue
         try:
             if kind is int and isinstance(value, (float, bool)):
@@ -63,7 +71,27 @@ def _clean(item: Any, where: str) -> dict[str, Any]:
             out[key] = kind(value)
         except (TypeError, ValueError) as exc:
             raise PromptListError(f"{where}: {key} {value!r} is not a valid {kind.__name__}") from exc
+    strength = out.get("strength")
+    if strength is not None and not (math.isfinite(strength) and 0 < strength <= 1):
+        raise PromptListError(f"{where}: strength must be more than 0 and at most 1, not {strength:g}")
     return out
+
+
+def _file_in(value: str, folder: Path | None, where: str, key: str) -> str:
+    """A file a row names, relative to the list's folder (not the current one), refused here when it is missing."""
+    path = Path(value).expanduser()
+    if folder is not None and not path.is_absolute():
+        path = folder / path
+    if not path.is_file():
+        raise PromptListError(f"{where}: {key} {value}: " + ("not a file" if path.exists() else "no such file")
+                              + (f" (read from the list's folder {folder})" if folder is not None else ""))
+    return str(path)
+
+
+def _lora_in(entry: str, folder: Path | None, where: str) -> str:
+    lora = parse_lora(entry)
+    path = _file_in(lora.path, folder, where, "lora")
+    return LoraEntry(path, lora.scale).text() if lora.path != entry else path  # the scale kept when given
 
 
 def _refuse_unknown(keys: Any, where: str) -> None:
@@ -86,7 +114,7 @@ def _lines(handle: IO[str], name: str) -> Iterator[tuple[int, str]]:
         yield number, line
 
 
-def _txt(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
+def _txt(handle: IO[str], name: str, folder: Path | None = None) -> Iterator[dict[str, Any]]:
     for number, line in _lines(handle, name):
         text = line.strip()
         if not text or text.startswith("#"):
@@ -94,12 +122,12 @@ def _txt(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
         if is_a1111_line(text):
             row = parse_line(text, f"{name} line {number}")
             styles = row.pop("styles", None)
-            yield {**_clean(row, f"{name} line {number}"), **({"styles": styles} if styles else {})}
+            yield {**_clean(row, f"{name} line {number}", folder), **({"styles": styles} if styles else {})}
         else:
             yield {"prompt": text}
 
 
-def _csv(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
+def _csv(handle: IO[str], name: str, folder: Path | None = None) -> Iterator[dict[str, Any]]:
     lines = (line for _, line in _lines(handle, name))
     reader = csv.DictReader(lines, strict=True)  # an unterminated quote is an error, not a prompt to EOF
     try:
@@ -112,14 +140,14 @@ def _csv(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
         for row in reader:
             if None in row:  # more cells than the header names
                 raise PromptListError(f"{name} line {reader.line_num}: more cells than columns")
-            yield _clean(row, f"{name} line {reader.line_num}")
+            yield _clean(row, f"{name} line {reader.line_num}", folder)
     except csv.Error as exc:
         if "unexpected end of data" in str(exc):
             raise PromptListError(f"{name}: a quote opened after line {reader.line_num} is never closed") from exc
         raise PromptListError(f"{name} line {reader.line_num}: {exc}") from exc
 
 
-def _jsonl(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
+def _jsonl(handle: IO[str], name: str, folder: Path | None = None) -> Iterator[dict[str, Any]]:
     for number, line in _lines(handle, name):
         if not line.strip():
             continue
@@ -129,14 +157,14 @@ def _jsonl(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
             raise PromptListError(f"{name} line {number}: not valid JSON ({exc.msg})") from None
         except RecursionError:
             raise PromptListError(f"{name} line {number}: JSON nested too deeply to be a prompt list entry") from None
-        yield _clean(item, f"{name} line {number}")
+        yield _clean(item, f"{name} line {number}", folder)
 
 
 class _JsonArray:
     """A top-level JSON array read item by item from a text stream, counting lines for error messages."""
 
-    def __init__(self, handle: IO[str], name: str) -> None:
-        self.handle, self.name = handle, name
+    def __init__(self, handle: IO[str], name: str, folder: Path | None = None) -> None:
+        self.handle, self.name, self.folder = handle, name, folder
         self.buffer, self.pos, self.line, self.eof = "", 0, 1, False
         self._decoder = json.JSONDecoder()
 
@@ -196,7 +224,7 @@ class _JsonArray:
                 raise self._error("the list is not closed with ']'")
             value, line = self._value()
             index += 1
-            yield _clean(value, f"{self.name} line {line} (entry {index})")
+            yield _clean(value, f"{self.name} line {line} (entry {index})", self.folder)
             following = self._skip_space()
             if following == "]":
                 return
@@ -205,8 +233,8 @@ class _JsonArray:
             self.pos += 1
 
 
-def _json(handle: IO[str], name: str) -> Iterator[dict[str, Any]]:
-    yield from _JsonArray(handle, name)
+def _json(handle: IO[str], name: str, folder: Path | None = None) -> Iterator[dict[str, Any]]:
+    yield from _JsonArray(handle, name, folder)
 
 
 _READERS = {".txt": _txt, ".csv": _csv, ".jsonl": _jsonl, ".json": _json}
@@ -276,7 +304,7 @@ def _read_rows(path: Path) -> Iterator[dict[str, Any]]:
     count = 0
     with handle:
         try:
-            for count, item in enumerate(_READERS[suffix](handle, path.name), start=1):  # noqa: B007
+            for count, item in enumerate(_READERS[suffix](handle, path.name, path.resolve().parent), start=1):  # noqa: B007
                 yield item
         except UnicodeDecodeError as exc:
             where = f"after entry {count}" if count else "a binary file, or text in another encoding"

@@ -52,10 +52,11 @@ def test_the_spec_checks_files_and_writes_nothing_for_plain_runs(tmp_path: Path)
 def test_a_prompt_list_row_may_name_its_loras(tmp_path: Path) -> None:
     assert lora_entries("a.safetensors:0.5; b.safetensors") == ("a.safetensors:0.5", "b.safetensors")
     listed = tmp_path / "rows.jsonl"
+    (tmp_path / "a.safetensors").write_bytes(b"")
     listed.write_text('{"prompt": "p", "lora": ["a.safetensors:0.5"]}\n{"prompt": "q", "lora": 3}\n')
     with pytest.raises(SpecError, match="rows.jsonl line 2: lora must be FILE"):
         read_prompt_list(listed)
     listed.write_text('{"prompt": "p", "lora": ["a.safetensors:0.5"]}\n')
     (row,) = read_prompt_list(listed)
-    assert row["lora"] == ("a.safetensors:0.5",)
-    assert RunSpec(prompt="x").with_row(row).adapters == ("a.safetensors:0.5",)
+    assert row["lora"] == (f"{tmp_path.resolve() / 'a.safetensors'}:0.5",)  # read from the list's folder
+    assert RunSpec(prompt="x").with_row(row).adapters == row["lora"]

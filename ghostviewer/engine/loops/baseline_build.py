@@ -130,6 +130,21 @@ def build_baseline(
     }
 
 
+# Row values of a prompt list that would make another kind of call than the baseline's text-to-image runs.
+CALL_INPUTS = ("init_image", "strength", "mask", "control_image", "lora")
+
+
+def _refuse_call_inputs(rows: list[dict[str, Any]], where: str) -> None:
+    """A baseline is built from plain text-to-image runs; a row naming an img2img/inpaint/ControlNet input or a LoRA
+    would silently be built as one, so it is refused, naming the row."""
+    for index, row in enumerate(rows, start=1):
+        named = [key for key in CALL_INPUTS if row.get(key) not in (None, "", ())]
+        if named:
+            raise GhostError(f"{where} entry {index} names {named[0]}: a baseline is built from text-to-image runs "
+                             "of the pipeline alone (img2img, inpaint, ControlNet and LoRA baselines are not made "
+                             "yet); leave it out of the baseline's list")
+
+
 DEMO_DEFAULT_PROMPTS = 24  # × the default seeds 0-9: 240 runs, the size of the shipped demo baseline
 
 
@@ -146,10 +161,14 @@ def baseline_inputs(loaded: LoadedPipeline, prompts: Any, seeds: Any) -> tuple[l
         texts = list(dict.fromkeys(baseline_prompts(4 * DEMO_DEFAULT_PROMPTS)))[:DEMO_DEFAULT_PROMPTS]
     elif isinstance(prompts, (str, Path)):
         try:
-            texts = [item["prompt"] for item in read_prompt_list(prompts)]
+            rows = read_prompt_list(prompts)
         except (PromptListError, OSError) as exc:
             raise GhostError(str(exc)) from None
+        _refuse_call_inputs(rows, Path(prompts).name)
+        texts = [item["prompt"] for item in rows]
     else:
+        prompts = list(prompts)
+        _refuse_call_inputs([item for item in prompts if isinstance(item, dict)], "prompts")
         texts = [item["prompt"] if isinstance(item, dict) else str(item) for item in prompts]
     try:
         seed_list = parse_seeds(seeds) if isinstance(seeds, (str, int)) else [int(s) for s in seeds]

@@ -137,7 +137,7 @@ def run_sweep(
                          tensors_every, fingerprints, {"list_provenance": provenance} if provenance else {})
         study = None
     _check_interventions(spec.base)
-    total = count_jobs(spec.items, spec.seeds)  # checks the whole list before anything runs
+    total = count_jobs(spec.items, spec.seeds, spec.base)  # checks the whole list (each row's run) before anything runs
     created = study is None
     if study is None:
         study = StudyWriter.create(Path(runs_dir) if runs_dir else _default_runs_dir(), "sweep",

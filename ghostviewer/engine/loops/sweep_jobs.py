@@ -1,7 +1,9 @@
 """The runs a sweep makes: every prompt of a list × every seed of a spec, planned lazily (no torch here).
 
 An entry of the list that names its own `seed` runs with that seed only; its other values (`negative`, `steps`,
-`guidance`, `width`, `height`, `scheduler`: spec.run_spec.ROW_FIELDS) override the sweep's.
+`guidance`, `width`, `height`, `scheduler`, `lora`, and the call's inputs `init_image`, `strength`, `mask`,
+`control_image`: spec.run_spec.ROW_FIELDS) override the sweep's; a row with an init image is an img2img run (inpaint
+with a mask), one with a control image a ControlNet run, recorded so.
 A run's key in the sweep study is its prompt, seed and overrides: what resume skips.
 """
 
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ghostviewer.engine.errors import GhostError
-from ghostviewer.spec import RunSpec
+from ghostviewer.spec import RunSpec, SpecError, validate, with_call_defaults
 from ghostviewer.spec.checks import SettingsError, check_values
 from ghostviewer.spec.prompt_lists import ListOptions, PromptListError, freeze_prompt_list, iter_prompt_list
 from ghostviewer.spec.run_spec import ROW_FIELDS
@@ -91,9 +93,10 @@ def plan_jobs(items: Items, seeds: list[int]) -> Iterator[SweepJob]:
             yield SweepJob(str(entry["prompt"]), seed, overrides)
 
 
-def count_jobs(items: Items, seeds: list[int]) -> int:
+def count_jobs(items: Items, seeds: list[int], base: RunSpec | None = None) -> int:
     """How many runs the sweep makes; reads (and checks) the whole list first, streamed, so a malformed list
-    is refused before anything runs. PromptListError becomes a one-line GhostError."""
+    is refused before anything runs. PromptListError becomes a one-line GhostError. With `base` (the sweep's own
+    settings) each row's run is checked whole as it would run: its image files, its strength against its steps."""
     where = Path(items).name if isinstance(items, (str, Path)) else "prompt list"
     total = 0
     try:
@@ -101,7 +104,10 @@ def count_jobs(items: Items, seeds: list[int]) -> int:
             try:  # an entry's own values (a NaN guidance) are refused now, not when its run starts
                 check_values({OVERRIDES.get(key, key): value for key, value in entry.items()
                               if key in OVERRIDES or key in ("prompt", "seed")})
-            except SettingsError as exc:
+                if base is not None:
+                    overrides = {OVERRIDES[k]: v for k, v in entry.items() if k in OVERRIDES}
+                    validate(with_call_defaults(replace(base, prompt=str(entry["prompt"]), **overrides)))
+            except (SettingsError, SpecError) as exc:
                 raise GhostError(f"{where} entry {index}: {exc}") from None
             total += 1 if entry.get("seed") is not None else len(seeds)
     except PromptListError as exc:
