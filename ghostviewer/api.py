@@ -71,6 +71,7 @@ def run(
     adapters: Iterable[str] = DEFAULTS.adapters,
     fuse_lora: bool = DEFAULTS.fuse_lora,
     attention_backend: str | None = DEFAULTS.attention_backend,
+    check_batch_variance: bool = False,
 ) -> dict[str, Any]:
     """Run the pipeline once, traced and recorded; the CONTRACT `run` dict (verdict, first anomaly, image).
     `lora` (or `adapters`, the RunSpec's name): LoRA files, "FILE" or "FILE:SCALE", loaded for this run only and
@@ -81,7 +82,8 @@ def run(
     `guidance=None`: the pipeline family's usual guidance (7.5 for SD and the demo; recorded as used).
     `memory_check=False` runs a size the memory estimate refuses (engine/run/settings.py).
     `reference`: a known-good pipeline (any source) run on the same call; `baseline`: a baseline file to judge
-    against (else the exact one, or the nearest of the same architecture) — see `run_spec`."""
+    against (else the exact one, or the nearest of the same architecture) — see `run_spec`.
+    `check_batch_variance` (batch 2+): each image made again alone and compared — see `run_spec`."""
     spec = RunSpec(
         prompt=prompt, negative_prompt=negative, seed=seed, steps=steps, guidance=guidance, width=width,
         height=height, scheduler=scheduler, device=device, dtype=dtype, bypass=names(bypass), capture=names(capture),
@@ -95,7 +97,8 @@ def run(
         fuse_lora=fuse_lora, attention_backend=attention_backend,
     )
     return run_spec(source, spec, runs_dir=runs_dir, allow_pickle=allow_pickle, config=config,
-                    on_progress=on_progress, reference=reference, baseline=baseline)
+                    on_progress=on_progress, reference=reference, baseline=baseline,
+                    check_batch_variance=check_batch_variance)
 
 
 def run_spec(
@@ -108,13 +111,17 @@ def run_spec(
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     reference: Any = None,
     baseline: str | Path | None = None,
+    check_batch_variance: bool = False,
 ) -> dict[str, Any]:
     """`run` from a RunSpec (or its dict: unknown keys refused) — what the CLI and the window build; the same
     CONTRACT `run` dict. The spec's `source` and `device` become those of the pipeline actually loaded.
     The dict's `baseline` says what the silent checks compared against ({"file", "match": "exact|architecture|
     given", "differences", …}, None: nothing). `baseline`: a baseline file to use instead of the one found.
     `reference`: a known-good pipeline (source or object) that runs the same call; the dict's `reference` is
-    {"run_dir", "first_departure": {"phase", "step", "module", "stat", "ratio", …} | None, "summary", …}."""
+    {"run_dir", "first_departure": {"phase", "step", "module", "stat", "ratio", …} | None, "summary", …}.
+    `check_batch_variance`: a batch's images are each made again alone from their share of the batch's noise
+    (text-to-image and ControlNet runs of batch 2+); the dict's `batch_variance` is {"max_abs_diff": [per image],
+    "differ": [indices beyond float noise], "tolerance", "batch"}, and the run log has the finding."""
     from dataclasses import replace
 
     from ghostviewer.engine.run.applied_settings import refuse_unapplied
@@ -131,7 +138,8 @@ def run_spec(
     folder = Path(runs_dir) if runs_dir else default_runs_dir()
     good = None if reference is None else _loaded(reference, spec.device, spec.dtype, allow_pickle, None)
     result = execute_run(loaded, spec, folder, on_progress=on_progress,
-                         baseline="auto" if baseline is None else Path(baseline))
+                         baseline="auto" if baseline is None else Path(baseline),
+                         check_batch_variance=check_batch_variance)
     if good is not None and result.get("run_dir"):
         from ghostviewer.engine.run.reference_run import compare_with_reference
 

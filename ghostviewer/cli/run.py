@@ -42,6 +42,9 @@ def add_run_parsers(sub: Any) -> None:
     run.add_argument("--baseline", metavar="FILE",
                      help="judge against this baseline file (default: the exact one, else the nearest of the same "
                           "architecture)")
+    run.add_argument("--check-batch-variance", action="store_true",
+                     help="with --batch N: make each image again alone from its share of the batch's noise and name "
+                          "those that differ beyond float noise (exit 1)")
     run.add_argument("--json", action="store_true")
 
     demo = sub.add_parser("demo", help="generate a demo image, or list the ghost lab's fault presets")
@@ -59,7 +62,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                    extra={"memory_check": False} if args.no_memory_check else {})
     result = api.run_spec(args.pipeline, spec, runs_dir=args.runs_dir, allow_pickle=args.allow_pickle,
                           config=args.config, on_progress=progress_printer(quiet=not sys.stderr.isatty()),
-                          reference=args.reference, baseline=args.baseline)
+                          reference=args.reference, baseline=args.baseline,
+                          check_batch_variance=args.check_batch_variance)
     if args.json:
         print_json(result)
     else:
@@ -72,11 +76,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         for finding in _findings(result):
             print(f"finding: {finding}")
     departed = bool((result.get("reference") or {}).get("first_departure"))
-    return EXIT_PROBLEM if is_problem(result) or departed else EXIT_OK
+    varies = bool((result.get("batch_variance") or {}).get("differ"))  # asked for: a check that fails is exit 1
+    return EXIT_PROBLEM if is_problem(result) or departed or varies else EXIT_OK
 
 
-# the run log's findings worth a line of their own (the control had no effect; a LoRA had none, or was left loaded)
-FINDING_KINDS = ("control", "lora")
+# the run log's findings worth a line of their own (the control had no effect; a LoRA had none, or was left loaded;
+# a prompt cut by its tokenizer; a batch whose images differ from the same noise made alone, or the check's note)
+FINDING_KINDS = ("control", "lora", "prompt_truncated", "batch_variance", "batch_variance_checked")
 
 
 def _findings(result: dict[str, Any]) -> list[str]:

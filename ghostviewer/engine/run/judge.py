@@ -32,6 +32,7 @@ from ghostviewer.engine.run.baseline_lookup import choose_baseline, vocab_digest
 from ghostviewer.engine.run.clip_score import clip_score, find_local_clip
 from ghostviewer.engine.run.control_effect import ControlEffect
 from ghostviewer.engine.run.lora_effect import LoraEffect
+from ghostviewer.engine.run.prompt_truncation import safe_truncation_findings
 from ghostviewer.engine.tracing.channel_means import ChannelMeans
 from ghostviewer.spec import RunSpec
 
@@ -101,6 +102,8 @@ class RunJudge:
         self.channels = ChannelMeans(modules, muted)
         self.control = ControlEffect.of(loaded.pipe)  # a pipeline with a ControlNet: did its control do anything?
         self.lora = LoraEffect.of(loaded.pipe)  # LoRA layers as the call starts: no effect, left loaded
+        # a prompt longer than its tokenizer's limit (the tokenizer only, before the call)
+        self.truncated = safe_truncation_findings(loaded.pipe, settings.prompt, settings.negative_prompt)
         self.audit = AuditCitation(loaded.pipe, modules)  # bad weights: the first anomaly's likely cause (cached)
         self._detector: AnomalyDetector | None = None
         self.clip: str | None = None
@@ -142,13 +145,14 @@ class RunJudge:
     def save(self, writer: Any) -> None:
         """The per-channel means into the record (a baseline built later can use this run), and the findings that a
         ControlNet's control had no effect (control_effect.py) and a LoRA had none or was left loaded
-        (lora_effect.py)."""
+        (lora_effect.py), and a prompt truncated by its tokenizer (prompt_truncation.py)."""
         arrays = self.channels.arrays()
         if arrays:
             writer.save_tensors(CHANNEL_MEANS_TENSORS, arrays)
         finding = self.control.finding() if self.control is not None else None
         for kind, message, level, data in [*([finding] if finding else []),
-                                           *(self.lora.findings() if self.lora is not None else [])]:
+                                           *(self.lora.findings() if self.lora is not None else []),
+                                           *self.truncated]:
             writer.event(kind, message, level=level, **data)
         self.audit.cite(None if self._detector is None else self._detector.first, writer)
 

@@ -21,6 +21,7 @@ from ghostviewer.engine.loading.loras import LoraFile, loras_loaded, read_loras
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loading.schedulers import set_scheduler
 from ghostviewer.engine.run.applied_settings import AttentionBackend, component_configs, refuse_unapplied
+from ghostviewer.engine.run.batch_variance import check_batch_request, with_batch_variance
 from ghostviewer.engine.run.call_inputs import CallInputs, pipeline_for, read_inputs
 from ghostviewer.engine.run.lora_effect import preexisting
 from ghostviewer.engine.run.record_buffer import BufferedWriter
@@ -129,8 +130,12 @@ def execute_run(
     baseline: Any = "auto",
     flight: bool = True,
     fingerprints: bool = True,
+    check_batch_variance: bool = False,
 ) -> dict[str, Any]:
     """Run the pipeline once with tracing and interventions; return CONTRACT's `run` dict.
+
+    `check_batch_variance` (a batch of 2 or more): each image is made again alone from its share of the batch's
+    noise and compared (batch_variance.py); the dict's `batch_variance` says by how much each differs.
 
     `baseline`: "auto" uses the pipeline's baseline for these settings when there is one
     (engine/loops/baseline_build.py), None checks no drift (a baseline build's own runs), or a Baseline object to use.
@@ -148,6 +153,8 @@ def execute_run(
     original_scheduler = loaded.pipe.scheduler  # a run's --scheduler must not leak into the next run
     try:
         settings, notes = prepare_settings(loaded, settings)
+        if check_batch_variance:
+            check_batch_request(settings)
         # img2img/inpaint/controlnet: the same components in diffusers' pipeline class for the kind (from_pipe: no
         # reload; a ControlNet joins them), recorded as that pipeline, so its own probes (prepare_latents), step count
         # and ControlNet blocks are what is traced — and what a bypass or fault may name
@@ -160,8 +167,15 @@ def execute_run(
         left = preexisting(made.pipe)
         with loras_loaded(made.pipe, loras, settings.fuse_lora):  # always unloaded after the run
             call = _with_loras(build_call(made, settings), loras, settings.fuse_lora, left)
-            return record_call(_lora_hashes(made, loras), settings, call, Path(runs_dir), interventions, notes,
-                               options)
+            check = None
+            if check_batch_variance:  # the solo calls run after the batch's, before its record closes
+                call, check = with_batch_variance(call, build_call(made, replace(settings, batch=1)), made.pipe,
+                                                  settings, build_interventions(made, settings))
+            result = record_call(_lora_hashes(made, loras), settings, call, Path(runs_dir), interventions, notes,
+                                 options)
+            if check is not None and check.report:
+                result["batch_variance"] = check.report
+            return result
     finally:
         loaded.pipe.scheduler = original_scheduler
 
