@@ -15,6 +15,7 @@ from typing import Any
 
 from ghostviewer.analysis.compare import compare_runs
 from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.loading.loras import _sha256
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, recorded_call
 from ghostviewer.engine.run.runner import CancelToken, RunFailed
 from ghostviewer.record import StudyWriter
@@ -35,6 +36,24 @@ def _earliest(a: dict[str, Any], b: dict[str, Any], order: list[str]) -> dict[st
     return a if rank(a) <= rank(b) else b
 
 
+def refuse_changed_loras(environment: dict[str, Any]) -> None:
+    """Refuse, in one line, the replay of a run whose LoRA file now holds other bytes than the run loaded.
+
+    Refused rather than warned: a replay answers "do the same inputs give the same output?", and a LoRA changed
+    since is another input. Run anyway, its divergence would read as "not reproduced" (exit 1) — blaming
+    nondeterminism for an edited file, the very confusion a reproducibility tool exists to remove — and a warning
+    above that verdict is easy to miss in CI. A missing file is left to the run's own check (one line too)."""
+    for lora in environment.get("loras") or []:
+        path, recorded = Path(str(lora.get("file", ""))), lora.get("sha256")
+        if not recorded or not path.is_file():
+            continue
+        now = _sha256(path, f"--lora {path}")
+        if now != recorded:
+            raise GhostError(f"the LoRA {path} changed since this run was recorded (sha256 {recorded[:12]}… then, "
+                             f"{now[:12]}… now): a replay would load other weights and could not tell whether the "
+                             "run reproduces; put the recorded file back, or make a new run with this one")
+
+
 def replay_run(
     run_dir: str | Path,
     times: int = 1,
@@ -53,6 +72,7 @@ def replay_run(
     if not isinstance(times, int) or isinstance(times, bool) or not 1 <= times <= MAX_TIMES:
         raise GhostError(f"--times must be between 1 and {MAX_TIMES}, not {times!r}")
     record, settings = open_recorded(run_dir)
+    refuse_changed_loras(record.environment)
     call = recorded_call(record)  # a watched run: its call is re-issued, as it was made
     cache = PipelineCache(pipeline=pipeline, allow_pickle=allow_pickle, call=call)
     loaded = cache.get(settings)
