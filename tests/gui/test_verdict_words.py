@@ -59,6 +59,9 @@ def test_a_run_failed_by_drift_says_drift_everywhere(qtbot, tmp_path: Path) -> N
     healthy, drift = (model.index(i) for i in range(2))
     assert model.data(drift, FAILED) and model.data(drift, VERDICT) == "ok · drift"
     assert model.data(healthy, VERDICT) == "ok" and not model.data(healthy, FAILED)
-    side = GRID_CELL[0]  # the grid's smallest cell: no room for "ok · drift"
-    assert _thumbnail("ok · drift", side) == _thumbnail("drift", side)
+    narrow = 36  # a cell with no room for "ok · drift": the word that failed it is kept, never a bare "ok"
+    assert _thumbnail("ok · drift", narrow) == _thumbnail("drift", narrow)
+    assert _thumbnail("ok · drift", narrow) != _thumbnail("ok", narrow)
+    side = GRID_CELL[0]  # the grid's smallest cell (64 px and up): room for the whole words
+    assert _thumbnail("ok · drift", side) != _thumbnail("drift", side)
     assert _thumbnail("ok · drift", side) != _thumbnail("ok", side)
