@@ -45,7 +45,8 @@ SPEC_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "--generator-device": ("generator_device", {"choices": GENERATOR_DEVICES,
                                                 "help": "where the seed's noise is drawn (default cpu)"}),
     "--control-image": ("control_image", {"metavar": "IMG", "help": "a ControlNet run following this image (the "
-                                          "pipeline's own ControlNet, or --controlnet)"}),
+                                          "pipeline's own ControlNet, or --controlnet); with --init-image: "
+                                          "ControlNet img2img (inpaint with --mask)"}),
     "--controlnet": ("controlnet", {"metavar": "DIR", "help": "a saved ControlNetModel's folder, or a pipeline "
                                     "folder with a controlnet/ component"}),
     "--controlnet-scale": ("controlnet_scale", {"type": float, "metavar": "X", "help": "the ControlNet's "
