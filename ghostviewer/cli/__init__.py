@@ -107,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _json_error("the command line is not valid (see the message above)", EXIT_USAGE)
             raise
         command = args.command or "gui"
+        if getattr(args, "runs_dir", None) == "":  # an unset variable ("$RUNS"): never the default, nor the cwd
+            raise UsageError("the runs folder given is empty: name a folder (or leave --runs-dir out for the default)")
         if command != "gui":
             _quiet_libraries()
             if getattr(args, "runs_dir", None) is None and hasattr(args, "runs_dir"):
