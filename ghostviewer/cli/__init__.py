@@ -146,7 +146,8 @@ def _failure(message: str, code: int, **extra: Any) -> int:
 
 def _internal_error(exc: BaseException) -> int:
     """One line on stderr, the traceback in the log (when the log can be written at all)."""
-    from ghostviewer.engine.run.runner import RunFailed
+    # the engine's RunFailed, known by name: importing it would load torch just to report a bug of ours
+    failed = any(c.__name__ == "RunFailed" and c.__module__.startswith("ghostviewer.engine.") for c in type(exc).mro())
     from ghostviewer.record.disk import disk_full_in
 
     full = disk_full_in(exc)  # the environment, not the pipeline: bad input's exit code (and no room for a log)
@@ -163,12 +164,12 @@ def _internal_error(exc: BaseException) -> int:
     except OSError:
         log = None
     # Never EXIT_USAGE: the input was not at fault. A crash of ours is a problem found (1), and says so.
-    what = "" if isinstance(exc, RunFailed) else "internal error (a bug of GhostViewer's): "
-    where = f"; the partial run is in {exc.run_dir}" if isinstance(exc, RunFailed) else ""
+    what = "" if failed else "internal error (a bug of GhostViewer's): "
+    where = f"; the partial run is in {exc.run_dir}" if failed else ""
     text = " ".join(f"{type(exc).__name__}: {exc}".split())
     details = f" (details in {log})" if log is not None else ""
     message = f"{what}{text}{where}{details}".encode("utf-8", "backslashreplace").decode("utf-8")
-    extra = {"run_dir": str(exc.run_dir)} if isinstance(exc, RunFailed) else {}
+    extra = {"run_dir": str(exc.run_dir)} if failed else {}
     return _failure(message, EXIT_PROBLEM, **extra)
 
 ENGINE_SERVER_FLAG = "--engine-server"  # a frozen app runs its engine process as `<app> --engine-server`
