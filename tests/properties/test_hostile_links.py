@@ -1,7 +1,8 @@
 """Properties of writes through links (issue 29): whatever arrangement of symbolic links a runs folder holds — a
 run's run.sqlite, its WAL, its lock, its tensors/ or images/ folder, a whole run folder, a study's study.sqlite or
 runs/ folder, the runs index — doctor, prune and the writers that add to an existing record (annex_image, a study's
-resume) never change a file outside the runs folder: they leave the linked record alone or refuse in one line."""
+resume, a new run noting the runs index) never change a file outside the runs folder: they leave the linked record
+alone or refuse in one line."""
 
 from __future__ import annotations
 
@@ -110,7 +111,12 @@ def _resume(runs: Path) -> None:
         study.add_run(run.path, {"prompt": "q", "seed": 2})
 
 
-WRITERS = {"doctor": _doctor, "prune": _prune, "annex_image": _annex, "resume": _resume}
+def _new_run(runs: Path) -> None:
+    with RunWriter.create(runs, {"prompt": "q", "seed": 3, "steps": 1}, {}) as run:  # its end notes the runs index
+        run.add_step(StepInfo(0, 900.0, None, 0.01, None, None, None, "rss"), {"latents": np.zeros(4, np.float32)})
+
+
+WRITERS = {"doctor": _doctor, "prune": _prune, "annex_image": _annex, "resume": _resume, "new run": _new_run}
 
 
 @FEW
