@@ -7,7 +7,6 @@ bad input is refused before anything runs, in one line (exit 2 from the command 
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import re
 from pathlib import Path
@@ -16,8 +15,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from diffusers import StableDiffusionPipeline
-from peft import LoraConfig, get_peft_model_state_dict
 from PIL import Image
 from safetensors.torch import save_file
 
@@ -27,16 +24,10 @@ from ghostviewer.cli import main
 from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.record import RunRecord
 from ghostviewer.spec import UserError
+from tests.engine.tiny_lora import lora_states, save_lora
 
 PROMPT = "a red circle on a blue background"
 STEPS = 4
-TARGETS = ["to_q", "to_k", "to_v", "to_out.0"]
-
-
-def _save(state: dict[str, torch.Tensor], folder: Path, name: str) -> Path:
-    StableDiffusionPipeline.save_lora_weights(folder, unet_lora_layers=state, weight_name=name,
-                                              safe_serialization=True)
-    return folder / name
 
 
 @pytest.fixture(scope="module")
@@ -44,15 +35,11 @@ def files(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pa
     """LoRAs made with PEFT on a copy of the demo U-Net: `zero` as PEFT initialises it (lora_B all zeros), `good`
     with a random lora_B, `nan` with a NaN in one lora_B; and the bad files: keys of another model, a pickle."""
     root = tmp_path_factory.mktemp("loras")
-    unet = copy.deepcopy(demo_loaded.pipe.unet)
-    unet.add_adapter(LoraConfig(r=4, lora_alpha=4, target_modules=TARGETS))
-    state = get_peft_model_state_dict(unet)
-    generator = torch.Generator().manual_seed(0)
-    good = {k: torch.randn(v.shape, generator=generator) * 0.3 if "lora_B" in k else v for k, v in state.items()}
+    state, good = lora_states(demo_loaded.pipe.unet)
     nan = {k: v.clone() for k, v in good.items()}
     next(v for k, v in nan.items() if "lora_B" in k)[0, 0] = float("nan")
-    paths = {"zero": _save(state, root, "zero.safetensors"), "good": _save(good, root, "good.safetensors"),
-             "nan": _save(nan, root, "nan.safetensors")}
+    paths = {"zero": save_lora(state, root, "zero.safetensors"), "good": save_lora(good, root, "good.safetensors"),
+             "nan": save_lora(nan, root, "nan.safetensors")}
     key = next(k for k in good if "lora_A" in k)
     paths["other"] = root / "other.safetensors"
     save_file({f"unet.{key.replace('down_blocks.1', 'down_blocks.7')}": good[key]}, paths["other"])
