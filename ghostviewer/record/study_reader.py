@@ -50,15 +50,17 @@ class StudyRecord(StoreRecord):
 
     # -- low level -------------------------------------------------------------------------------------
     def _run_dir(self, stored: str) -> Path:
+        if not isinstance(stored, str) or "\x00" in stored:  # no path at all (a number, a NUL byte)
+            raise RecordError(f"study {self.study_id} lists a run outside its folder (not a path): {ascii(stored)}")
         target = Path(stored)
         if target.is_absolute():
             if self.kind in OWN_RUNS_ONLY and not target.resolve().is_relative_to(self.path.resolve()):
                 # a sweep's (a baseline's, a watch's, a probe's) runs are all its own: one listed elsewhere is a
                 # tampered index, and resuming must not read, count or skip by a run somewhere else
-                raise RecordError(f"study {self.study_id} lists a run outside its folder: {stored}")
+                raise RecordError(f"study {self.study_id} lists a run outside its folder: {ascii(stored)}")
             return target  # a run referenced from elsewhere (the original of a replay, the bad run of a bisection)
         if not (self.path / target).resolve().is_relative_to(self.path.resolve()):
-            raise RecordError(f"study {self.study_id} lists a run outside its folder: {stored}")
+            raise RecordError(f"study {self.study_id} lists a run outside its folder: {ascii(stored)}")
         return self.path / target
 
     # -- meta ------------------------------------------------------------------------------------------
