@@ -6,7 +6,9 @@ reference's same output, and it *departs* when its std or absmax is more than a 
 (either way), when its mean moves by more than a limit in units of the reference's std, or — for encode and decode
 outputs — one of its per-channel means does; the limits widen as denoising goes (LIMITS). The first departure in
 execution order is where the suspect leaves the reference's range: where the difference starts, what follows
-inherits it.
+inherits it. With the suspect's pipeline at hand, engine/run/reference_lockstep.py first compares the two module by
+module on the same inputs, which locates weight edits these statistics cannot (a bias, a gain cut, swapped
+channels); this side-by-side comparison is what is reported when it cannot run or finds nothing.
 
 Calibration (benchmarks/false_alarms_architecture.py, 2026-12-01): a differently-trained healthy copy of the demo
 (400 more training steps, every weight changed, U-Net by 2.8 % in relative L2) against the demo, 50 healthy calls
