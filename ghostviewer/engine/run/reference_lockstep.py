@@ -81,6 +81,7 @@ class Lockstep:
             self.pairs.append((path, module, twin))
         self.step: int | None = None
         self.readings: list[dict[str, Any]] = []  # every output compared, in execution order
+        self.skipped: set[str] = set()  # modules whose twin refused the suspect's inputs
         self._busy = False
 
     def _hook(self, path: str, twin: nn.Module):
@@ -95,6 +96,9 @@ class Lockstep:
             self._busy = True
             try:
                 theirs = main_tensor(twin(*args, **kwargs))
+            except Exception:  # noqa: BLE001 - a twin that cannot take these inputs (another dtype): not compared
+                self.skipped.add(path)
+                return
             finally:
                 self._busy = False
             if isinstance(theirs, torch.Tensor) and (found := difference(mine, theirs)) is not None:
