@@ -14,17 +14,18 @@ lockstep's (engine/run/reference_lockstep.py: each traced module of the suspect'
 module on the very same inputs). The last row: the differently-trained healthy copy, which must raise nothing
 (its one flag: a caption it misdrew).
 
-Measured 2026-12-01 (5 seeds each, 20 steps, 2 shared cores with other jobs running; s/run = the reference's whole
-cost per run: its run, the side-by-side statistics and the lockstep call):
+Measured 2026-12-01 (5 seeds each, 20 steps, 2 shared cores; s/run = the reference's whole cost per run: its run,
+the side-by-side statistics and the lockstep call comparing steps 0-3, every 4th and the last — 5.6-17.8 s when it
+compared every step, on a busier machine, with the same counts):
 
     weight edit            flagged  located  image | side flag  side loc  lock flag  lock loc  s/run
-    vae-output-bias ±0.4     5/5      0/5     3/5  |    0/5       0/5       5/5       5/5     12.7
-    zero-cross-attention     3/5      0/5     1/5  |    0/5       0/5       5/5       5/5     17.8
-    scaled-resnet ×10        5/5      5/5     0/5  |    5/5       5/5       5/5       5/5      7.4
-    swapped-qk-text          4/5      0/5     0/5  |    1/5       0/5       5/5       5/5      5.6
-    norm-gain-cut ×0.2       0/5      0/5     0/5  |    0/5       0/5       5/5       5/5      6.2
-    vae-swapped-channels     0/5      0/5     0/5  |    0/5       0/5       5/5       5/5      7.4
-    healthy copy             1/5      -       0/5  |    0/5       -         0/5       -        6.5
+    vae-output-bias ±0.4     5/5      0/5     3/5  |    0/5       0/5       5/5       5/5      2.9
+    zero-cross-attention     3/5      0/5     1/5  |    0/5       0/5       5/5       5/5      2.5
+    scaled-resnet ×10        5/5      5/5     0/5  |    5/5       5/5       5/5       5/5      2.9
+    swapped-qk-text          4/5      0/5     0/5  |    1/5       0/5       5/5       5/5      3.2
+    norm-gain-cut ×0.2       0/5      0/5     0/5  |    0/5       0/5       5/5       5/5      3.3
+    vae-swapped-channels     0/5      0/5     0/5  |    0/5       0/5       5/5       5/5      3.7
+    healthy copy             1/5      -       0/5  |    0/5       -         0/5       -        3.7
 
 Without a reference 5/30 are located (the scaled resnet); with one, side by side 5/30, in lockstep 30/30, each at
 step 0 (or in the encode/decode phase) at the module that holds the edit, and the healthy copy departs nowhere in

@@ -7,7 +7,8 @@ edit (a GroupNorm gain cut, two channels swapped, a VAE bias) moves a module's s
 models' images differ by the end. Given the same inputs, a healthy fine-tune's module differs by a few per cent
 and an edited one by far more, at the module itself: what follows it sees the suspect's inputs on both sides, so
 the difference does not propagate and the deepest, first module to differ is the one that holds the edit. It
-costs one more forward of every traced module (nested levels each: ~2-3× the call).
+costs one more forward of every traced module (nested levels each) at the steps it compares: steps 0-3, then every
+4th and the last (compared_step), the encode and decode phases whole.
 
 Measures, per output: `rel` = ‖y − y_ref‖ / ‖y_ref‖, and `channel` = the largest per-channel |mean − mean_ref| in
 units of y_ref's std (a channel swap keeps the whole tensor's min/max/mean/std, not its channels' means).
@@ -37,6 +38,17 @@ from ghostviewer.spec import RunSpec
 OUTLIER = 10.0
 REL_FLOOR = 1e-3
 CHANNEL_FLOOR = 1e-2
+
+
+EVERY_STEP_UNTIL = 4  # steps 0-3 are all compared, then every 4th and the last: a weight edit shows from step 0
+EVERY = 4
+
+
+def compared_step(step: int | None, steps: int) -> bool:
+    """Whether the lockstep compares this denoising step (the twins' forwards are most of its cost)."""
+    if step is None or steps <= 0:
+        return True
+    return step < EVERY_STEP_UNTIL or step % EVERY == 0 or step == steps - 1
 
 
 def _channel_means(t: torch.Tensor) -> torch.Tensor | None:
@@ -71,7 +83,7 @@ def difference(mine: torch.Tensor, theirs: torch.Tensor) -> dict[str, float] | N
 class Lockstep:
     """Forward hooks on the suspect's traced modules that run the reference's twin on the same inputs."""
 
-    def __init__(self, suspect: Any, reference: Any, depth: str = "block") -> None:
+    def __init__(self, suspect: Any, reference: Any, depth: str = "block", steps: int = 0) -> None:
         self.pairs: list[tuple[str, nn.Module, nn.Module]] = []
         for path, module in traced_modules(suspect, depth):  # type: ignore[arg-type]
             try:
@@ -80,6 +92,7 @@ class Lockstep:
                 continue
             self.pairs.append((path, module, twin))
         self.step: int | None = None
+        self.steps = steps  # the call's denoising steps (which are compared: compared_step)
         self.readings: list[dict[str, Any]] = []  # every output compared, in execution order
         self.skipped: set[str] = set()  # modules whose twin refused the suspect's inputs
         self._busy = False
@@ -88,7 +101,7 @@ class Lockstep:
         phase = phase_of(path)
 
         def hook(_module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
-            if self._busy:
+            if self._busy or (phase == "denoise" and not compared_step(self.step, self.steps)):
                 return
             mine = main_tensor(output)
             if not isinstance(mine, torch.Tensor):
@@ -161,7 +174,7 @@ def lockstep_call(suspect: LoadedPipeline, reference: LoadedPipeline, spec: RunS
     from ghostviewer.engine.run.runner import build_call, pipeline_for, prepare_settings
 
     original = suspect.pipe.scheduler
-    lockstep = Lockstep(suspect.pipe, reference.pipe, spec.trace_depth)
+    lockstep = Lockstep(suspect.pipe, reference.pipe, spec.trace_depth, spec.steps)
 
     def on_step_end(_pipe: Any, index: int, _t: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         lockstep.step = index + 1
