@@ -45,7 +45,7 @@ def test_the_healthy_demo_passes_every_probe_as_one_study(tmp_path: Path) -> Non
     assert report["ok"] and report["failed"] == []
     study = StudyRecord(report["study_dir"])
     assert study.kind == "probe" and study.status == "done"
-    assert len(study.runs()) == report["runs"] == 11
+    assert len(study.runs()) == report["runs"] == 12
     for finding in report["findings"]:
         assert finding["finding"] is None and finding["bug_class"]
         assert all(Path(run).is_dir() for run in finding["evidence"]["runs"])
@@ -137,6 +137,17 @@ def test_an_attention_kernel_that_disagrees_with_math_is_found(demo, tmp_path: P
     assert not finding["ok"] and finding["finding"] == "attention backends disagree"
     assert "FusedKernelBug" in finding["evidence"]["processors"]
     assert finding["evidence"]["first_departure"]["module"].startswith("unet.")
+
+
+def test_a_result_that_depends_on_the_batch_is_batch_variance(demo, tmp_path: Path) -> None:
+    # A user's hook that makes each sample lean on the batch's mean: a batch of two is not its images made alone.
+    demo.unet.mid_block.register_forward_hook(lambda _m, _a, out: out + 2.0 * out.mean(dim=0, keepdim=True))
+    report = api.probe(demo, runs_dir=tmp_path, probes=["batch_variance", "seed_effect"], steps=2)
+    assert verdicts(report) == {"batch_variance": False, "seed_effect": True}
+    found = report["findings"][0]
+    assert found["finding"] == "batch variance" and found["evidence"]["differ"] == [0, 1]
+    assert min(found["evidence"]["max_abs_diff"]) > found["evidence"]["tolerance"]
+    assert "depends on the batch" in found["bug_class"]
 
 
 def test_noise_injected_at_every_step_does_not_converge(demo, tmp_path: Path) -> None:

@@ -40,6 +40,9 @@ PROBES: tuple[Probe, ...] = (
           "attention backends disagree",
           "an attention kernel bug: a fused or flash kernel that disagrees with the math reference (masks, scale, "
           "head dimension, strides)"),
+    Probe("batch_variance", "each image of a batch of two against the same noise made alone", "batch variance",
+          "a result that depends on the batch: kernels that are not batch-invariant, code that mixes the samples "
+          "of a batch (a norm or a cache over the batch axis), a NaN in one sample spreading to the others"),
     Probe("convergence", "S, 2S and 4S steps, same seed", "does not converge with more steps",
           "a scheduler that does not fit the model (timesteps, sigmas or prediction type), or noise injected at "
           "every step"),

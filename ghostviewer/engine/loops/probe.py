@@ -4,8 +4,9 @@ settings (engine/judge_model/probes.py), and each of its runs is an ordinary tra
 has its images as evidence.
 
 Runs are shared between probes: the base run (prompt, seed, S steps) is the first half of every comparison, so
-the battery is 10 runs — base, other prompt, negative prompt, other guidance, other seed, base again, float16,
-SDPA math kernel, S/2 and 2S steps (and on a CPU a float32 run of 2 steps, float16's pair there).
+the battery is 11 runs — base, other prompt, negative prompt, other guidance, other seed, base again, float16,
+SDPA math kernel, a batch of two (with its two images made alone), S/2 and 2S steps (and on a CPU a float32 run of 2
+steps, float16's pair there).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ghostviewer.engine.judge_model.probes import (
 )
 from ghostviewer.engine.loading.pipelines import LoadedPipeline, load_pipeline
 from ghostviewer.engine.loops.recorded import wrap_pipeline
+from ghostviewer.engine.run.batch_variance import KINDS as BATCH_KINDS
 from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
 from ghostviewer.spec import RunSpec
@@ -70,13 +72,13 @@ class _Battery:
         self.results: dict[str, dict[str, Any]] = {}
 
     def run(self, key: str, spec: RunSpec, loaded: LoadedPipeline | None = None,
-            context: Callable[[], AbstractContextManager[Any]] = nullcontext) -> dict[str, Any]:
+            context: Callable[[], AbstractContextManager[Any]] = nullcontext, **options: Any) -> dict[str, Any]:
         if key in self.results:
             return self.results[key]
         self.emit({"event": "probe_run", "run": key, "done": len(self.results)})
         try:
             with context():
-                result = execute_run(loaded or self.loaded, spec, self.study.runs_dir, self.cancel)
+                result = execute_run(loaded or self.loaded, spec, self.study.runs_dir, self.cancel, **options)
         except RunFailed as exc:
             result = {"run_dir": str(exc.run_dir), "status": "failed", "error": str(exc), "image": None}
         self.results[key] = result
@@ -243,6 +245,15 @@ def _judge(name: str, battery: _Battery, base: RunSpec, first: dict[str, Any], o
         math = battery.run("attention_backend.math", base, context=math_attention)
         return _agreement(name, first, math, rules.BACKEND_AGREEMENT, backends=["default", "math"],
                           processors=sorted(_processors(battery.loaded.pipe)))
+    if name == "batch_variance":
+        if base.kind not in BATCH_KINDS:
+            return _finding(name, True, {}, skipped=f"a {base.kind} call draws its noise inside the pipeline")
+        batch = battery.run("batch_variance.batch", replace(base, batch=2), check_batch_variance=True)
+        report = batch.get("batch_variance") or {}
+        evidence = {"runs": [batch["run_dir"]], "images": [batch.get("image")], "verdicts": [_label(batch)],
+                    "max_abs_diff": report.get("max_abs_diff"), "differ": report.get("differ"),
+                    "tolerance": report.get("tolerance")}
+        return _finding(name, bool(report) and not report.get("differ"), evidence)
     if name == "convergence":
         fewer = max(1, base.steps // 2)
         half_steps = battery.run("convergence.half", replace(base, steps=fewer))
