@@ -130,6 +130,11 @@ class Lockstep:
             for handle in handles:
                 handle.remove()
 
+    @property
+    def compared(self) -> set[str]:
+        """The modules whose outputs were compared with the reference's on the same inputs."""
+        return {reading["module"] for reading in self.readings}
+
     def first(self, outlier: float = OUTLIER) -> dict[str, Any] | None:
         """The first output (execution order; hooks fire innermost first) of a module that departs (OUTLIER): at
         the first of its calls beyond the limit. None when no module departs."""
