@@ -18,6 +18,8 @@ Commands (an optional "id" is echoed in every event the command causes):
   {"cmd": "judge_against", "run_dir": "...", "reference": SRC | "baseline": FILE, "runs_dir": "..."}
       the shown run beside a known-good pipeline (reference_finished: its first departure) or made again and
       judged by a chosen baseline file (judged: the new run's dict with its verdict and `baseline`)
+  {"cmd": "probe", "runs_dir": "...", "steps": 10, "prompt": null, "probes": null}   the loaded pipeline's probe
+      battery (a `probe` study; "probes": some of them): probe_progress…, then probe_finished {"result": the report}
   {"cmd": "quit"}
 Events: ready, loaded, started, step, finished, cancelled, failed, decoded, blocks, isolated, exported,
 export_failed, error (one-line message).
@@ -304,6 +306,27 @@ class EngineSession:
         reference = load_pipeline(str(command["reference"]), device=device)
         result = compare_with_reference({"run_dir": run_dir}, reference, runs_dir, mine)
         self.emit("reference_finished", id=ident, run_dir=run_dir, result=result)
+
+    def _cmd_probe(self, command: dict[str, Any], ident: Any) -> None:
+        """{"cmd": "probe", "runs_dir", "steps", "prompt", "probes"}: the loaded pipeline's probes (no baseline needed);
+        probe_progress events, then probe_finished with the report (cancel like a run)."""
+        from ghostviewer.engine.loops.probe import DEFAULT_STEPS, run_probes
+
+        loaded = self._require_pipeline()
+        with self._lock:
+            self._token, self._run_id = _new_token(), ident
+        runs_dir = Path(str(command.get("runs_dir") or ".")).expanduser()
+        try:
+            probes = tuple(command.get("probes") or ()) or None
+            report = run_probes(loaded, runs_dir, prompt=command.get("prompt"), probes=probes,
+                                steps=int(command.get("steps") or DEFAULT_STEPS), cancel=self._token,
+                                on_progress=lambda event: self.emit(
+                                    "probe_progress", id=ident, stage=event.get("event"),
+                                    **{k: v for k, v in event.items() if k != "event"}))
+            self.emit("probe_finished", id=ident, result=report)
+        finally:
+            with self._lock:
+                self._token = self._run_id = None
 
     def _cmd_decode(self, command: dict[str, Any], ident: Any) -> None:
         step, tensor = int(command["step"]), str(command.get("tensor") or "latents")

@@ -37,6 +37,7 @@ class WindowActions:
     compare_with: QAction
     compare_reference: QAction
     judge_baseline: QAction
+    probe: QAction
     bisect: QAction
     restart_engine: QAction
     about: QAction
@@ -103,6 +104,10 @@ def create_actions(window: QMainWindow) -> WindowActions:
         judge_baseline=a(window, "Judge against &baseline file…",
                          tip="Make the shown run's call again, judged by a baseline file you pick: its verdict "
                              "and what it compared against"),
+        probe=a(window, "&Probe the pipeline",
+                tip="Ask the loaded pipeline the questions that need no baseline: does the prompt, the seed, the "
+                    "guidance have an effect, is it deterministic, does float16 agree, does a batch give each image "
+                    "as if made alone (a probe study; the report opens when done)"),
         bisect=a(window, "&Bisect by bypass", "Ctrl+B",
                  tip="Find the block whose bypass makes the shown failing run's symptom go away"),
         restart_engine=a(window, "Restart &engine", tip="Start a fresh engine process and reload the pipeline"),
@@ -137,7 +142,7 @@ def build_menus(window: QMainWindow, actions: WindowActions, docks: list[QDockWi
         run_menu.addAction(action)
     run_menu.addSeparator()
     for action in (actions.compare_selected, actions.compare_with, actions.compare_reference,
-                   actions.judge_baseline, actions.bisect):
+                   actions.judge_baseline, actions.probe, actions.bisect):
         run_menu.addAction(action)
     view_menu = bar.addMenu("&View")
     for action in (actions.play, actions.step_back, actions.step_forward, actions.first_step, actions.last_step,

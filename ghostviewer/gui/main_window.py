@@ -25,6 +25,7 @@ from ghostviewer.gui.app_settings import LAYOUT_VERSION
 from ghostviewer.gui.app_state import AppState
 from ghostviewer.gui.coordinators.folder_watch import install_folder_watch
 from ghostviewer.gui.coordinators.isolate_action import IsolateAction
+from ghostviewer.gui.coordinators.probe_coordinator import install_probe_action
 from ghostviewer.gui.coordinators.reference_coordinator import install_reference_actions
 from ghostviewer.gui.dialogs.about_dialog import show_about
 from ghostviewer.gui.dialogs.bundle_export_dialog import show_export_dialog
@@ -197,6 +198,7 @@ class MainWindow(QMainWindow):
         self.heatmap.jumpRequested.connect(self._jump_to_anomaly)
         self.isolate = IsolateAction(s, self, requests=self.block_tree.isolateRequested)
         self.reference = install_reference_actions(s, self, a)  # Run ▸ known-good model…, baseline file…
+        self.probes, self.probe_report = install_probe_action(s, self, a)  # Run ▸ Probe the pipeline
         self.timeline_bar.decodeRequested.connect(lambda: c.decode_step(sample=self.batch.selected))
         s.step_data.stepLoaded.connect(self._on_step_data)
         self.timeline_bar.replayRequested.connect(lambda: c.replay())
