@@ -13,6 +13,14 @@ from ghostviewer.gui.dialogs.probe_report import FAILED, PASSED, ProbeReport, su
 from tests.gui.live_window import needs_demo
 
 
+def finished_study(events: list[dict[str, Any]]) -> str:
+    return next(e for e in events if e["event"] == "probe_finished")["result"]["study_dir"]
+
+
+def history_paths(window) -> list[str]:  # noqa: ANN001
+    return [study.path for study in window.state.history.studies if study.kind == "probe"]
+
+
 def _menu_texts(window) -> list[str]:  # noqa: ANN001
     run_menu = next(m for m in window.menuBar().actions() if m.text() == "&Run").menu()
     return [a.text() for a in run_menu.actions()]
@@ -49,6 +57,8 @@ def test_probing_from_the_window_runs_the_battery_and_shows_its_report(window, d
     qtbot.waitUntil(report.isVisible, timeout=3000)
     assert not coordinator.busy
     assert window.statusBar().currentMessage().startswith("Probes: all 2 passed")
+    study = Path(finished_study(events))
+    qtbot.waitUntil(lambda: any(Path(p).name == study.name for p in history_paths(window)), timeout=5000)
     table = report.table
     assert table.rowCount() == 2
     assert [table.item(r, 0).text() for r in range(2)] == ["seed effect", "determinism"]
@@ -78,5 +88,6 @@ def test_a_failed_probe_reads_red_with_its_finding_and_bug_class(qtbot) -> None:
     assert dialog.table.item(0, 1).foreground().color() == FAILED
     assert dialog.table.item(0, 3).text() == "text conditioning lost"
     assert dialog.table.item(1, 1).text().startswith("skipped: guidance 1")
+    assert dialog.table.columnWidth(2) >= 200  # what was compared reads in a line or two, not a word a line
     dialog.table.cellDoubleClicked.emit(0, 2)
     assert opened == ["/r/b"]  # the second of the pair: the one that shows the problem

@@ -91,5 +91,6 @@ def install_probe_action(state: Any, window: Any, actions: Any) -> tuple[ProbeCo
     coordinator.sigMessage.connect(controller.sigMessage)
     report = ProbeReport(window, open_run=state.opener.open_run)
     coordinator.finished.connect(report.show_report)
+    coordinator.finished.connect(lambda _report: state.history.refresh())  # the probe study's row
     actions.probe.triggered.connect(lambda: coordinator.probe(str(state.history.runs_dir)))
     return coordinator, report

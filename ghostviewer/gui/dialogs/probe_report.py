@@ -57,6 +57,7 @@ class ProbeReport(QDialog):
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
+        header.resizeSection(2, 260)  # what was compared reads on two lines, the bug class takes the rest
         self.table.verticalHeader().setVisible(False)
         self.table.cellDoubleClicked.connect(self._open_evidence)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
