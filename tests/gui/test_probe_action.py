@@ -59,6 +59,8 @@ def test_probing_from_the_window_runs_the_battery_and_shows_its_report(window, d
     assert window.statusBar().currentMessage().startswith("Probes: all 2 passed")
     study = Path(finished_study(events))
     qtbot.waitUntil(lambda: any(Path(p).name == study.name for p in history_paths(window)), timeout=5000)
+    (row,) = [s for s in window.state.history.studies if Path(s.path).name == study.name]
+    assert row.result == "all 2 probes passed"  # the history row's words
     table = report.table
     assert table.rowCount() == 2
     assert [table.item(r, 0).text() for r in range(2)] == ["seed effect", "determinism"]

@@ -189,7 +189,10 @@ def run_probes(
             if first.get("status") == "cancelled" or (cancel is not None and cancel.is_cancelled()):
                 break
         failed = [f["probe"] for f in findings if not f["ok"]]
+        said = "; ".join(str(f["finding"]) for f in findings if not f["ok"])
         report = {
+            "summary": (f"all {len(findings)} probes passed" if not failed
+                        else f"{len(failed)} of {len(findings)} probes failed: {said}"),
             "findings": findings,
             "ok": not failed,
             "failed": failed,
