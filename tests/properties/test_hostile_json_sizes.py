@@ -17,19 +17,19 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ghostviewer.engine.errors import SourceError
-from ghostviewer.record import RecordError, RunRecord, RunWriter, StepInfo
+from ghostviewer.record import RecordError, RunRecord
 from ghostviewer.record.bundle import BundleError, export_bundle, inspect_bundle, open_bundle
 from ghostviewer.record.bundle_format import MANIFEST, MAX_MANIFEST_SIZE
 from ghostviewer.record.reader import safetensors_header
 from ghostviewer.safe_read import read_json
 from ghostviewer.spec import UserError
 from ghostviewer.spec.prompt_lists import read_prompt_list
+from tests.properties.made_run import made_run
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 MODEL_INDEX_CAP = 1 << 20  # engine/loading/hub_cache.py's MODEL_INDEX_MAX_BYTES (that module imports torch)
@@ -40,16 +40,7 @@ SMALL_PEAK = 8 * 1024**2  # what a refusal before reading may allocate at most
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A real run (2 steps of inline tensors, a tensors file of the older layout, a PNG) and its bundle."""
-    root = tmp_path_factory.mktemp("made")
-    with RunWriter.create(root / "runs", {"prompt": "p", "seed": 1, "steps": 2}, {}, run_id="good") as writer:
-        for step in range(2):
-            writer.add_step(StepInfo(step, 900.0 - step, None, 0.01, None, None, None, "rss"),
-                            {"latents": np.full((1, 4, 4, 4), step, np.float32)})
-        writer.save_tensors("initial_noise", {"x": np.ones(4, np.float32)})
-        writer.save_image("final", np.zeros((8, 8, 3), np.float32))
-    bundle = root / "good.zip"
-    export_bundle([writer.path], bundle)
-    return writer.path, bundle
+    return made_run(tmp_path_factory.mktemp("made"))
 
 
 def _one_line(exc: BaseException, *kinds: type[BaseException]) -> None:

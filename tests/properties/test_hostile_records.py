@@ -13,13 +13,13 @@ import warnings
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ghostviewer.record import RecordError, RunRecord, RunWriter, StepInfo
-from ghostviewer.record.bundle import BundleError, export_bundle, inspect_bundle, open_bundle
+from ghostviewer.record import RecordError, RunRecord
+from ghostviewer.record.bundle import BundleError, inspect_bundle, open_bundle
+from tests.properties.made_run import made_run
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -32,15 +32,7 @@ def _digest(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A real run (3 steps, tensors, a PNG) written by RunWriter, and a real bundle of it."""
-    root = tmp_path_factory.mktemp("made")
-    with RunWriter.create(root / "runs", {"prompt": "p", "seed": 1, "steps": 3}, {}, run_id="good") as writer:
-        for step in range(3):
-            writer.add_step(StepInfo(step, 900.0 - step, None, 0.01, None, None, None, "rss"),
-                            {"latents": np.full((1, 4, 8, 8), step, np.float32)})
-        writer.save_image("final", np.zeros((8, 8, 3), np.float32))
-    bundle = root / "good.zip"
-    export_bundle([writer.path], bundle)
-    return writer.path, bundle
+    return made_run(tmp_path_factory.mktemp("made"), steps=3, side=8, old_tensors=False)
 
 
 def _one_line(exc: BaseException) -> None:

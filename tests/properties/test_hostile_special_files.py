@@ -25,6 +25,7 @@ from ghostviewer.record.bundle import export_bundle, inspect_bundle, open_bundle
 from ghostviewer.safe_read import read_json
 from ghostviewer.spec import UserError
 from ghostviewer.spec.prompt_lists import read_prompt_list
+from tests.properties.made_run import made_run
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 PROMPT_TIMEOUT_S = 10.0  # a reader that refuses does so in milliseconds; one that blocks never returns
@@ -36,18 +37,11 @@ KINDS = ["fifo", *DEVICES]
 def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A real run (2 steps, inline tensors, a PNG, and a tensors file of the older layout) and its bundle."""
     root = tmp_path_factory.mktemp("made")
-    with RunWriter.create(root / "runs", {"prompt": "p", "seed": 1, "steps": 2}, {}, run_id="good") as writer:
-        for step in range(2):
-            writer.add_step(StepInfo(step, 900.0 - step, None, 0.01, None, None, None, "rss"),
-                            {"latents": np.full((1, 4, 4, 4), step, np.float32)})
-        writer.save_tensors("initial_noise", {"x": np.ones(4, np.float32)})  # tensors/initial_noise.safetensors
-        writer.save_image("final", np.zeros((8, 8, 3), np.float32))
-    bundle = root / "good.zip"
-    export_bundle([writer.path], bundle)
+    run, bundle = made_run(root)
     killed = RunWriter.create(root / "runs", {"prompt": "p", "seed": 1, "steps": 2}, {}, run_id="killed")
     killed.add_step(StepInfo(0, 900.0, None, 0.01, None, None, None, "rss"), {"latents": np.zeros(4, np.float32)})
     killed._close(fold=False)  # its writer died: the database stays in WAL mode, read with its -wal and -shm
-    return writer.path, bundle
+    return run, bundle
 
 
 def _read_run(run: Path) -> None:
