@@ -3,28 +3,18 @@ architecture and says so; --baseline FILE chooses one; --reference names where t
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from safetensors.torch import load_file, save_file
 
 from ghostviewer import api
 from ghostviewer.analysis.baseline_store import SHIPPED_BASELINES
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR
 from ghostviewer.record import RunRecord
+from tests.engine.edited_demo import edited_demo
 
 PROMPT = "a red circle on a blue background"
-
-
-def _edited(tmp_path: Path, file: str, name: str, change) -> Path:  # type: ignore[no-untyped-def]
-    folder = tmp_path / name
-    shutil.copytree(DEMO_PIPELINE_DIR, folder)
-    tensors = load_file(folder / file)
-    change(tensors)
-    save_file({k: v.contiguous() for k, v in tensors.items()}, folder / file)
-    return folder
 
 
 def _vae_cast(t: dict) -> None:  # type: ignore[type-arg]
@@ -33,7 +23,7 @@ def _vae_cast(t: dict) -> None:  # type: ignore[type-arg]
 
 
 def test_a_copy_with_edited_weights_is_judged_by_architecture_and_says_how(tmp_path: Path) -> None:
-    folder = _edited(tmp_path, "vae/diffusion_pytorch_model.safetensors", "vae-cast", _vae_cast)
+    folder = edited_demo(tmp_path, "vae-cast", "vae/diffusion_pytorch_model.safetensors", _vae_cast)
     result = api.run(str(folder), PROMPT, seed=3, runs_dir=tmp_path / "runs")
     judged = result["baseline"]
     assert judged["match"] == "architecture" and judged["file"].endswith("6cfa9657ba199fbf.json")
@@ -68,7 +58,7 @@ def test_a_reference_names_where_the_suspect_leaves_its_range(tmp_path: Path) ->
         t["mid_block.resnets.0.conv2.weight"] *= 20.0
         t["mid_block.resnets.0.conv2.bias"] *= 20.0
 
-    folder = _edited(tmp_path, "unet/diffusion_pytorch_model.safetensors", "scaled", scale)
+    folder = edited_demo(tmp_path, "scaled", "unet/diffusion_pytorch_model.safetensors", scale)
     # 4 steps: the suspect and its reference run with the same settings, and the departure is at step 0
     result = api.run(str(folder), PROMPT, seed=2, steps=4, runs_dir=tmp_path / "runs", reference="demo")
     side = result["reference"]

@@ -5,12 +5,10 @@ channels swapped) at the module that holds them; a failed weight audit is named 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from ghostviewer import api
 from ghostviewer.cli import main
@@ -18,19 +16,11 @@ from ghostviewer.engine.judge_model.audit_cite import bad_weights
 from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR, load_pipeline
 from ghostviewer.engine.run.reference_run import suspect_of
 from ghostviewer.record import RunRecord
+from tests.engine.edited_demo import edited_demo
 
 PROMPT = "a red circle on a blue background"
 UNET = "unet/diffusion_pytorch_model.safetensors"
 VAE = "vae/diffusion_pytorch_model.safetensors"
-
-
-def _edited(root: Path, name: str, file: str, change) -> Path:  # type: ignore[no-untyped-def]
-    folder = root / name
-    shutil.copytree(DEMO_PIPELINE_DIR, folder)
-    tensors = load_file(folder / file)
-    change(tensors)
-    save_file({k: v.contiguous() for k, v in tensors.items()}, folder / file)
-    return folder
 
 
 def _norm_gain(t: dict) -> None:  # type: ignore[type-arg]
@@ -47,7 +37,7 @@ def _swap_channels(t: dict) -> None:  # type: ignore[type-arg]
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A healthy demo run and a run of a copy whose GroupNorm gain was cut (4 steps, same call)."""
     root = tmp_path_factory.mktemp("reference")
-    folder = _edited(root, "norm-gain", UNET, _norm_gain)
+    folder = edited_demo(root, "norm-gain", UNET, _norm_gain)
     runs = root / "runs"
     good = api.run("demo", PROMPT, seed=5, steps=4, runs_dir=runs)
     bad = api.run(str(folder), PROMPT, seed=5, steps=4, runs_dir=runs)
@@ -85,7 +75,7 @@ def test_the_suspect_is_a_when_only_a_looks_bad(two_runs: dict[str, Path], tmp_p
 
 
 def test_run_reference_locates_two_swapped_vae_channels(tmp_path: Path) -> None:
-    folder = _edited(tmp_path, "vae-swap", VAE, _swap_channels)
+    folder = edited_demo(tmp_path, "vae-swap", VAE, _swap_channels)
     result = api.run(str(folder), PROMPT, seed=2, steps=4, runs_dir=tmp_path / "runs", reference="demo")
     side = result["reference"]
     assert side["by"] == "same inputs"
