@@ -59,6 +59,9 @@ SPEC_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
                                                   "processor on every Attention module (default: the pipeline's own)"}),
 }
 
+# Other spellings an option answers to: CONTRACT.md writes the ControlNet scale as --control-scale.
+ALIASES: dict[str, tuple[str, ...]] = {"--controlnet-scale": ("--control-scale",)}
+
 
 class UsageError(Exception):
     pass
@@ -93,7 +96,7 @@ def add_spec_options(parser: argparse.ArgumentParser, flags: Iterable[str]) -> N
             default = list(default)
         elif keywords.get("action") == "store_true":
             default = bool(default)
-        parser.add_argument(flag, dest=field, default=default, **keywords)
+        parser.add_argument(flag, *ALIASES.get(flag, ()), dest=field, default=default, **keywords)
 
 
 def spec_values(args: argparse.Namespace, flags: Iterable[str]) -> dict[str, Any]:
