@@ -145,6 +145,9 @@ def describe_run(result: dict[str, Any]) -> str:
         z = anomaly.get("z")
         drift = f", {anomaly.get('stat')} {z:+.1f} robust z-units off its healthy range" if z is not None else ""
         lines.append(f"first anomaly: {anomaly['kind']} in {anomaly['module']} ({where}{drift})")
+        cause = anomaly.get("likely_cause")
+        if cause:
+            lines.append(f"likely cause:  {cause.get('summary') or cause.get('kind')}")
     return "\n".join(lines)
 
 def printable(value: object) -> str:
