@@ -185,7 +185,7 @@ class EngineSession:
 
     def _cmd_run(self, command: dict[str, Any], ident: Any) -> None:
         from ghostviewer.engine.errors import GhostError
-        from ghostviewer.engine.run.runner import CancelToken, RunFailed, execute_run
+        from ghostviewer.engine.run.runner import RunFailed, execute_run
         from ghostviewer.record import RecordError
         from ghostviewer.spec import RunSpec
 
@@ -196,11 +196,7 @@ class EngineSession:
                 ended.append(event["event"])
             self.emit(**{**event, "id": ident})
 
-        with self._lock:
-            self._token, self._run_id = CancelToken(), ident
-            if ident in self._cancelled_early:
-                self._cancelled_early.discard(ident)
-                self._token.cancel()
+        self._start_job(ident)
         try:
             loaded = self._require_pipeline()
             settings = RunSpec.from_dict(dict(command.get("settings") or {}))
@@ -221,16 +217,21 @@ class EngineSession:
             if "finished" not in ended and torch is not None and torch.cuda.is_available():
                 torch.cuda.empty_cache()
 
-    def _cmd_sweep(self, command: dict[str, Any], ident: Any) -> None:
-        """{"cmd": "sweep", "list": PATH | "items": [...], "seeds": "0-9", "settings": {...}, "runs_dir": DIR,
-        "study_dir": DIR (resume)}: sweep_progress events, then sweep_finished or sweep_failed."""
-        from ghostviewer.engine.loops.sweep import run_sweep
-
+    def _start_job(self, ident: Any) -> None:
+        """A cancellable job begins: its own token, already cancelled when a cancel for it came before it was
+        dequeued (a run, sweep, bisection or probe battery the user stopped while it waited)."""
         with self._lock:
             self._token, self._run_id = _new_token(), ident
             if ident in self._cancelled_early:
                 self._cancelled_early.discard(ident)
                 self._token.cancel()
+
+    def _cmd_sweep(self, command: dict[str, Any], ident: Any) -> None:
+        """{"cmd": "sweep", "list": PATH | "items": [...], "seeds": "0-9", "settings": {...}, "runs_dir": DIR,
+        "study_dir": DIR (resume)}: sweep_progress events, then sweep_finished or sweep_failed."""
+        from ghostviewer.engine.loops.sweep import run_sweep
+
+        self._start_job(ident)
         settings = dict(command.get("settings") or {})
         keys = ("steps", "guidance", "faults", "bypass", "scheduler", "dtype", "device", "trace_depth")
         options = {k: settings[k] for k in keys if settings.get(k) is not None}
@@ -261,11 +262,7 @@ class EngineSession:
 
         if not command.get("run_dir"):
             raise GhostError("bisect needs a run_dir")
-        with self._lock:
-            self._token, self._run_id = _new_token(), ident
-            if ident in self._cancelled_early:
-                self._cancelled_early.discard(ident)
-                self._token.cancel()
+        self._start_job(ident)
 
         def progress(event: dict[str, Any]) -> None:
             stage = event.get("event")
@@ -313,8 +310,7 @@ class EngineSession:
         from ghostviewer.engine.loops.probe import DEFAULT_STEPS, run_probes
 
         loaded = self._require_pipeline()
-        with self._lock:
-            self._token, self._run_id = _new_token(), ident
+        self._start_job(ident)
         runs_dir = Path(str(command.get("runs_dir") or ".")).expanduser()
         try:
             probes = tuple(command.get("probes") or ()) or None

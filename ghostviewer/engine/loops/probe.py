@@ -182,26 +182,36 @@ def run_probes(
     findings: list[dict[str, Any]] = []
     with study:
         battery = _Battery(loaded, study, cancel, emit)
-        first = battery.run("base", base)
+        stopped = cancel is not None and cancel.is_cancelled()  # cancelled while it waited: nothing runs
+        first = {} if stopped else battery.run("base", base)
         for name in chosen:
-            emit({"event": "probe", "probe": name})
-            findings.append(_judge(name, battery, base, first, other, guidance, allow_pickle, config))
-            if first.get("status") == "cancelled" or (cancel is not None and cancel.is_cancelled()):
+            if stopped or first.get("status") == "cancelled":
+                stopped = True
                 break
+            emit({"event": "probe", "probe": name})
+            finding = _judge(name, battery, base, first, other, guidance, allow_pickle, config)
+            if cancel is not None and cancel.is_cancelled():  # its runs were cut short: no judgement from them
+                stopped = True
+                break
+            findings.append(finding)
         failed = [f["probe"] for f in findings if not f["ok"]]
         said = "; ".join(str(f["finding"]) for f in findings if not f["ok"])
+        summary = (f"all {len(findings)} probes passed" if not failed
+                   else f"{len(failed)} of {len(findings)} probes failed: {said}")
+        if stopped:
+            summary = f"cancelled after {len(findings)} of {len(chosen)} probes" + (f"; {summary}" if findings else "")
         report = {
-            "summary": (f"all {len(findings)} probes passed" if not failed
-                        else f"{len(failed)} of {len(findings)} probes failed: {said}"),
+            "summary": summary,
+            "status": "cancelled" if stopped else "done",
             "findings": findings,
-            "ok": not failed,
+            "ok": not failed and not stopped,
             "failed": failed,
             "settings": params,
             "study_dir": str(study.path),
             "runs": len(battery.results),
             "elapsed_s": round(time.perf_counter() - started, 3),
         }
-        study.finish("done" if len(findings) == len(chosen) else "cancelled", result=report)
+        study.finish(report["status"], result=report)
     return report
 
 
