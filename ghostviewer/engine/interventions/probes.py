@@ -8,6 +8,7 @@ For pipelines without `callback_on_step_end` (PixArt), `on_step` is called after
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -59,6 +60,9 @@ class PipelineProbes:
             self._on_initial(tensor)
             return latents
 
+        # wraps: diffusers reads scheduler.step's signature to pass `generator` and `eta` (an ancestral scheduler's
+        # noise would otherwise be unseeded in every traced run)
+        @functools.wraps(step)
         def probed_step(
             model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any
         ) -> Any:
