@@ -16,8 +16,10 @@ from torch import nn
 
 from ghostviewer import api
 from ghostviewer.engine.isolation.isolate import isolate_module
+from tests.script_in_process import Finished, run_script
 
 BLOCK = "unet.down_blocks.1.attentions.0"
+STANDALONE = ("ghostviewer", "tests")  # what a standalone repro.py must run without
 
 
 class HalfAttention(AttnProcessor2_0):
@@ -60,6 +62,12 @@ def _repro(path: str, *flags: str) -> subprocess.CompletedProcess:
                           cwd=Path(path).parent, env=env, timeout=180)
 
 
+def _repro_here(path: str, *flags: str) -> Finished:
+    """The same in this process (no second torch import), with GhostViewer and the tests refused if it imports
+    them: the subprocess above runs the same kind of script once."""
+    return run_script(path, *flags, forbid=STANDALONE)
+
+
 def _isolated_with(demo_loaded, processor: object, runs_dir: Path, out: Path) -> dict:
     pipe = demo_loaded.pipe
     before = dict(pipe.unet.attn_processors)
@@ -87,7 +95,7 @@ def test_repro_carries_the_users_processor_source_and_reproduces(demo_loaded, ru
     proc = _repro(result["repro"])
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert "collapsed: every value is 0" in proc.stdout
-    default = _repro(result["repro"], "--default-processor")  # without the user's code: not reproduced
+    default = _repro_here(result["repro"], "--default-processor")  # without the user's code: not reproduced
     assert default.returncode == 0, default.stdout + default.stderr[-2000:]
     assert "The user's own" in (Path(result["out_dir"]) / "README.md").read_text()
 
@@ -105,7 +113,7 @@ def test_repro_names_a_processor_whose_source_cannot_be_read(demo_loaded, runs_d
     source = Path(result["repro"]).read_text()
     assert "# NOTE: the recorded run had the user's processor notebook_cell.CellAttention" in source
     assert "--default-processor" not in source
-    proc = _repro(result["repro"])  # runs diffusers' default, as the note says: does not reproduce
+    proc = _repro_here(result["repro"])  # runs diffusers' default, as the note says: does not reproduce
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
 
 
