@@ -120,15 +120,17 @@ def run_spec(
     `reference`: a known-good pipeline (source or object) that runs the same call; the dict's `reference` is
     {"run_dir", "first_departure": {"phase", "step", "module", "stat", "ratio", …} | None, "summary", …}.
     `check_batch_variance`: a batch's images are each made again alone from their share of the batch's noise
-    (text-to-image and ControlNet runs of batch 2+); the dict's `batch_variance` is {"max_abs_diff": [per image],
+    (every kind, batch 2+); the dict's `batch_variance` is {"max_abs_diff": [per image],
     "differ": [indices beyond float noise], "tolerance", "batch"}, and the run log has the finding."""
     from dataclasses import replace
 
     from ghostviewer.engine.run.applied_settings import refuse_unapplied
+    from ghostviewer.engine.run.call_inputs import check_generator_device
     from ghostviewer.engine.run.runner import execute_run
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(spec)
     validate(with_call_defaults(spec))  # what needs no pipeline is refused before a load of seconds
+    check_generator_device(spec.generator_device)  # a CUDA generator without CUDA, likewise
     loaded = _loaded(source, spec.device, spec.dtype, allow_pickle, config)
     refuse_unapplied(loaded, spec.dtype, spec.device)  # a pipeline object is used as it is, never silently
     extra = dict(spec.extra)
@@ -274,6 +276,7 @@ def baseline(
     allow_pickle: bool = False,
     config: str | Path | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
+    **call: Any,
 ) -> dict[str, Any]:
     """Build the pipeline's healthy baseline from prompts × seeds (a `baseline` study) and write it to
     `<runs_dir>/baselines/<key>.json`, where `run` finds it; `{"baseline", "key", "settings", "runs", "healthy",
@@ -281,7 +284,9 @@ def baseline(
 
     `prompts`: a prompt list file, a list of prompts, or None (the demo pipeline's own prompt set). `pairing`:
     "product" (every prompt with every seed) or "zip" (the i-th prompt with the i-th seed). A pipeline object in
-    memory has no weight hashes to key a baseline by: load it from disk.
+    memory has no weight hashes to key a baseline by: load it from disk. `call`: the call's RunSpec fields for every
+    run (init_image, strength, mask, control_image, controlnet, controlnet_scale, adapters, fuse_lora, batch); a list's
+    entries may name init_image, strength, mask, control_image and lora themselves.
     """
     from ghostviewer.engine.loops.baseline_build import baseline_inputs, build_baseline
 
@@ -289,7 +294,7 @@ def baseline(
     texts, seed_list = baseline_inputs(loaded, prompts, seeds)
     return build_baseline(loaded, texts, seed_list, Path(runs_dir) if runs_dir else default_runs_dir(), steps=steps,
                           guidance=guidance, width=width, height=height, scheduler=scheduler, pairing=pairing,
-                          dtype=dtype, on_progress=on_progress)
+                          dtype=dtype, call=call, on_progress=on_progress)
 
 
 def blocks(source: Any = "demo", *, allow_pickle: bool = False, config: str | Path | None = None) -> dict[str, Any]:

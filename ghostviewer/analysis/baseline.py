@@ -19,10 +19,11 @@ channel-subspace residual 0.08, colour statistics 0.06; 0 false alarms. The marg
 (DRIFT_MARGIN, CHANNEL_MARGIN: 6; COLOUR_MARGIN: 3) and well inside the silent ghosts' figures: a ×1.5 U-Net
 resnet leaves its std range by ≥ 8 from step 0, a stray decoder bias leaves the channel subspace by ≥ 23.
 A baseline is keyed by the pipeline's identity (weight hashes) and the settings that change the activations
-(SETTINGS_KEYS); it is stored as JSON (analysis/baseline_file.py), never pickle, validated when loaded, and
-found and read once per file version by analysis/baseline_store.py. It also records the architecture it was built
-on (not part of the key), so that a run of other weights or settings of that architecture is judged by it through a
-view (analysis/baseline_match.py: run_steps for normalised time, per_pixel, the phases judged, wider margins).
+(SETTINGS_KEYS, and for calls of another kind, a strength, a ControlNet scale, a batch or LoRAs: CALL_KEYS); it
+is stored as JSON (analysis/baseline_file.py), never pickle, validated when loaded, and found and read once per
+file version by analysis/baseline_store.py. It also records the architecture it was built on (not part of the
+key), so that a run of other weights or settings of that architecture is judged by it through a view
+(analysis/baseline_match.py: run_steps for normalised time, per_pixel, the phases judged, wider margins).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ import numpy as np
 from ghostviewer.analysis.envelope import BaselineError, Envelope, Subspace, finite_number
 from ghostviewer.analysis.image_stats import colour_stats
 from ghostviewer.record import StatRow
+from ghostviewer.spec.errors import SpecError
+from ghostviewer.spec.loras import DEFAULT_LORA_SCALE, parse_lora
 
 __all__ = ["Baseline", "BaselineError", "Envelope", "Subspace", "baseline_key", "deviation_grid", "drift_by_module",
            "finite_number"]
@@ -48,6 +51,14 @@ FORMAT = "ghostviewer-baseline"
 VERSION = 1
 STATS: tuple[str, ...] = ("mean", "std", "absmax")
 SETTINGS_KEYS: tuple[str, ...] = ("scheduler", "steps", "width", "height", "dtype", "guidance")
+# The call's settings that change activations, and their values for a text-to-image call of one image without
+# LoRAs: a baseline's settings (and so its key) hold one only where it differs, so the keys of text-to-image
+# baselines (the shipped demo's) are what they always were. The weights a call adds — its ControlNet's, each LoRA's
+# sha256 — are in the identity (weight hashes); a LoRA's scale is here (`lora_scales`, in the order of the run's
+# `adapters`), and whether they were fused. The call's kind is also in the identity's pipeline class (diffusers'
+# class for the kind), but is written here so that a baseline says it in words.
+CALL_KEYS: dict[str, Any] = {"kind": "text2img", "strength": None, "controlnet_scale": None, "batch": 1,
+                             "lora_scales": [], "fuse_lora": False}
 REL_FLOOR = 0.01  # the smallest scale of a module's stats, as a fraction of its median absmax
 COLOUR_FLOOR = 2.0 / 255.0  # the smallest scale of an image statistic (values in [0, 1])
 MAX_BUCKETS = 20  # denoising steps are grouped into at most this many buckets
@@ -80,9 +91,35 @@ def parse_key_text(text: str) -> _Key:
     return phase, None if bucket == "-" else int(bucket), module
 
 
+def _lora_scales(adapters: Any) -> list[float]:
+    """The scales of a run's `adapters` entries ("FILE:SCALE"), in order; an entry that does not read counts 1.0."""
+    scales = []
+    for entry in adapters or ():
+        try:
+            scales.append(float(parse_lora(entry).scale))
+        except SpecError:
+            scales.append(DEFAULT_LORA_SCALE)
+    return scales
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def call_of(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Every CALL_KEYS value of a run's settings (its `adapters` read as `lora_scales`) or of a baseline's."""
+    scales = settings["lora_scales"] if "lora_scales" in settings else _lora_scales(settings.get("adapters"))
+    return {"kind": settings.get("kind") or "text2img", "strength": _number(settings.get("strength")),
+            "controlnet_scale": _number(settings.get("controlnet_scale")), "batch": int(settings.get("batch") or 1),
+            "lora_scales": [float(s) for s in scales], "fuse_lora": bool(settings.get("fuse_lora")) and bool(scales)}
+
+
 def settings_of(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings that matter for a baseline, from a run's settings (extra keys are ignored)."""
-    return {k: settings.get(k) for k in SETTINGS_KEYS}
+    """The settings that matter for a baseline, from a run's settings (extra keys are ignored): SETTINGS_KEYS, and
+    the call's (CALL_KEYS) where they differ from a text-to-image call of one image."""
+    out = {k: settings.get(k) for k in SETTINGS_KEYS}
+    out.update({k: v for k, v in call_of(settings).items() if v != CALL_KEYS[k]})
+    return out
 
 
 def baseline_key(identity: Mapping[str, Any], settings: Mapping[str, Any]) -> str:

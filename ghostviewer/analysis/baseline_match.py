@@ -15,7 +15,14 @@ class, components, classes and structures), saying how it differs:
 - another scheduler: the denoising steps are not compared (another sampler walks another path); encode, decode
   and the image are;
 - other guidance: only the text encoder is compared (guidance changes the latents' path and the image's colours);
-- another dtype: compared as is (listed).
+- another dtype: compared as is (listed);
+- another kind of call (img2img, inpaint, ControlNet against text-to-image, or the other way round), another
+  strength or another ControlNet scale: only the text encoder is compared (the call starts from other latents, or
+  is steered otherwise, to another image), and only where the text encoder is the baseline's (class, structure);
+  measured on the demo (benchmarks/false_alarms_kinds.py): healthy img2img runs judged in every phase by the
+  text-to-image baseline drift in most runs, judged so in none;
+- other LoRA scales (the same LoRA files): judged as other weights; LoRAs fused or not, or another batch size:
+  compared as is (listed; a batch's outputs of another shape are not compared).
 Numpy-free; the engine describes the pipeline (engine/run/baseline_lookup.py).
 """
 
@@ -26,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ghostviewer.analysis.baseline import Baseline
+from ghostviewer.analysis.baseline import Baseline, call_of
 
 # Margins when the weights differ. Calibrated (benchmarks/false_alarms_architecture.py, 2026-12-01) on a
 # differently-trained healthy copy of the demo judged by the demo's baseline, 50 calls: worst excess beyond the
@@ -58,11 +65,13 @@ class MatchPlan:
     weights_differ: bool
 
     @property
-    def cost(self) -> tuple[int, int, int]:
-        """Smaller is nearer: phases not judged, settings that differ, components whose weights differ."""
+    def cost(self) -> tuple[int, int, int, int]:
+        """Smaller is nearer: phases not judged, another kind of call, settings that differ, components whose
+        weights differ."""
         settings = sum(1 for d in self.differences if not d.startswith(("weights", "config")))
         weights = sum(1 for d in self.differences if d.startswith("weights"))
-        return len(ALL_PHASES - self.phases), settings, weights
+        other_kind = any(d.startswith("kind ") for d in self.differences)
+        return len(ALL_PHASES - self.phases), int(other_kind), settings, weights
 
     def to_json(self) -> dict[str, Any]:
         return {"match": self.match, "differences": list(self.differences),
@@ -112,6 +121,9 @@ def plan_match(baseline: Baseline, identity: Mapping[str, Any] | None, architect
     """How `baseline` would judge a run of this pipeline (identity: its weight hashes, None when unknown, and
     `unknown_weights` why) at these baseline settings (analysis.baseline.settings_of); a one-line reason when it
     cannot."""
+    run_call, built_call = call_of(settings), call_of(baseline.settings)
+    if run_call["kind"] != built_call["kind"]:
+        return _other_kind(baseline, identity, architecture, run_call["kind"], built_call["kind"], unknown_weights)
     same_weights = identity is not None and dict(identity) == dict(baseline.identity)
     differences: list[str] = []
     if not same_weights:
@@ -152,11 +164,61 @@ def plan_match(baseline: Baseline, identity: Mapping[str, Any] | None, architect
                            "(mean, std, channel means, colours; not absmax)")
     if settings.get("dtype") != built.get("dtype"):
         differences.append(f"dtype {settings.get('dtype')} vs {built.get('dtype')}")
+    call_phases, call_differences, scales_differ = _call_differences(run_call, built_call)
+    phases &= call_phases
+    differences += call_differences
     if phases == {"encode"} and "text_encoder" not in (architecture.get("components") or {}):
         return "nothing left to compare"
     exact = same_weights and not differences
     return MatchPlan("exact" if exact else "architecture", tuple(differences), frozenset(phases), run_steps,
-                     per_pixel, not same_weights)
+                     per_pixel, not same_weights or scales_differ)
+
+
+def _call_differences(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> tuple[set[str], list[str], bool]:
+    """(the phases still judged, what differs, whether the LoRA scales do) between two calls of one kind."""
+    phases, differences = set(ALL_PHASES), []
+    for key, what in (("strength", "strength"), ("controlnet_scale", "ControlNet scale")):
+        if ours[key] != theirs[key]:
+            phases &= {"encode"}
+            differences.append(f"{what} {ours[key]} vs {theirs[key]}: only the text encoder compared (the call "
+                               "starts from other latents, or is steered otherwise, to another image)")
+    scales_differ = ours["lora_scales"] != theirs["lora_scales"]
+    if scales_differ:
+        differences.append(f"LoRA scales {ours['lora_scales']} vs {theirs['lora_scales']}: judged as other weights")
+    if ours["fuse_lora"] != theirs["fuse_lora"]:
+        differences.append(f"LoRAs {'fused' if ours['fuse_lora'] else 'not fused'} vs "
+                           f"{'fused' if theirs['fuse_lora'] else 'not fused'}: compared as is")
+    if ours["batch"] != theirs["batch"]:
+        differences.append(f"batch {ours['batch']} vs {theirs['batch']}: outputs of another shape not compared")
+    return phases, differences, scales_differ
+
+
+def _other_kind(baseline: Baseline, identity: Mapping[str, Any] | None, architecture: Mapping[str, Any],
+                kind: str, built: str, unknown_weights: str) -> MatchPlan | str:
+    """A run of another kind of call than the baseline's: only its text encoder is compared, and only where it is
+    the baseline's (class and structure; other weights judged with the architecture margins)."""
+    ours, theirs = dict(architecture.get("components") or {}), dict(baseline.architecture.get("components") or {})
+    if not theirs:
+        return "the baseline records no architecture (built before GhostViewer recorded one)"
+    encoders = sorted(name for name in theirs if name.startswith(("text_encoder", "tokenizer")))
+    if not any(name.startswith("text_encoder") for name in encoders):
+        return f"a {kind} call against a {built} baseline: nothing left to compare (no text encoder)"
+    for name in encoders:
+        a, b = ours.get(name) or {}, theirs[name] or {}
+        if a.get("class") != b.get("class") or a.get("structure") != b.get("structure"):
+            return f"a {kind} call against a {built} baseline, and its {name} is not the baseline's"
+    mine = dict((identity or {}).get("weight_hashes") or {})
+    built_hashes = dict(baseline.identity.get("weight_hashes") or {})
+    # a LoRA (lora_<i>) may change the text encoder: its hashes count as the text encoder's weights
+    judged = sorted({n for n in (*mine, *built_hashes) if n.startswith(("text_encoder", "lora_"))})
+    differing = [n for n in judged if mine.get(n) != built_hashes.get(n)]
+    differences = [f"kind {kind} vs {built}: only the text encoder compared (another kind of call starts from other "
+                   "latents to another image)"]
+    if not mine:
+        differences.append(f"weights unknown ({unknown_weights}): judged as other weights")
+    differences += [f"weights of {n} differ from the baseline's" for n in differing if mine]
+    return MatchPlan("architecture", tuple(differences), frozenset({"encode"}), None, False,
+                     not mine or bool(differing))
 
 
 def judging_view(baseline: Baseline, plan: MatchPlan) -> Baseline:
@@ -202,7 +264,7 @@ def nearest(candidates: Iterable[Baseline], identity: Mapping[str, Any] | None, 
             ) -> tuple[BaselineChoice | None, list[str]]:
     """The nearest usable baseline among `candidates` (exact first, then fewest phases left out, fewest settings
     and weights that differ), and the reasons the others of the same pipeline class were not used."""
-    best: tuple[tuple[int, int, int], Baseline, MatchPlan] | None = None
+    best: tuple[tuple[int, ...], Baseline, MatchPlan] | None = None
     refused: list[str] = []
     for baseline in candidates:
         plan = plan_match(baseline, identity, architecture, settings, unknown_weights)
@@ -210,7 +272,7 @@ def nearest(candidates: Iterable[Baseline], identity: Mapping[str, Any] | None, 
             if baseline.identity.get("class") == architecture.get("class"):
                 refused.append(f"{Path(str(baseline.path)).name if baseline.path else baseline.key}: {plan}")
             continue
-        cost = (-1, 0, 0) if plan.match == "exact" else plan.cost
+        cost = (-1, 0, 0, 0) if plan.match == "exact" else plan.cost
         if best is None or cost < best[0]:
             best = (cost, baseline, plan)
     if best is None:

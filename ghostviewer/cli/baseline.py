@@ -1,8 +1,11 @@
 """`ghostviewer baseline build`: a pipeline's healthy envelope from prompts × seeds (a `baseline` study).
 
 The baseline is written to `<runs-dir>/baselines/<key>.json`, where `ghostviewer run` (and the GUI's engine)
-find it for runs of the same pipeline at the same settings. Exit 0 when it was built, 2 for usage errors (no
-prompts for a pipeline other than the demo, a bad seed spec, a pipeline without weight hashes, no healthy run).
+find it for runs of the same pipeline, kind of call and settings (`--init-image`, `--mask`, `--control-image`,
+`--lora`, … as for `run`; or a list's init_image, strength, mask, control_image, lora). Exit 0 when it was built,
+2 for usage errors (no prompts for a pipeline other than the demo, a bad seed spec, a missing or unreadable image, a
+mask without an init image, a strength that gives no step, entries of different kinds, a pipeline without weight
+hashes, no healthy run).
 """
 
 from __future__ import annotations
@@ -11,7 +14,12 @@ import argparse
 import sys
 from typing import Any
 
-from ghostviewer.cli.common import EXIT_OK, Parser, add_source, add_spec_options, print_json
+from ghostviewer.cli.common import EXIT_OK, Parser, add_source, add_spec_options, print_json, spec_values
+
+# The call every run of the build makes, as `run` spells it (cli/common.py SPEC_OPTIONS); a list's entries may name
+# init_image, strength, mask, control_image and lora themselves.
+CALL_FLAGS = ("--init-image", "--strength", "--mask", "--control-image", "--controlnet", "--controlnet-scale",
+              "--lora", "--fuse-lora", "--batch")
 
 
 def add_baseline_parser(sub: Any) -> None:
@@ -24,6 +32,8 @@ def add_baseline_parser(sub: Any) -> None:
                        "default for the demo pipeline: its own 24 prompts")
     build.add_argument("--seeds", default="0-9", metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
     add_spec_options(build, ("--steps", "--guidance", "--width", "--height", "--scheduler", "--dtype", "--device"))
+    add_spec_options(build.add_argument_group("the call (img2img, inpaint, ControlNet, LoRAs, batches), as for run"),
+                     CALL_FLAGS)
     build.add_argument("--pairing", default="product", choices=["product", "zip"],
                        help="every prompt with every seed (default), or the i-th prompt with the i-th seed")
     build.add_argument("--runs-dir")
@@ -49,7 +59,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         args.pipeline, args.prompts, args.seeds, steps=args.steps, guidance=args.guidance, width=args.width,
         height=args.height, scheduler=args.scheduler, dtype=args.dtype, device=args.device, pairing=args.pairing,
         runs_dir=args.runs_dir, allow_pickle=args.allow_pickle, config=args.config,
-        on_progress=_progress(quiet=args.json or not sys.stderr.isatty()),
+        on_progress=_progress(quiet=args.json or not sys.stderr.isatty()), **spec_values(args, CALL_FLAGS),
     )
     if args.json:
         print_json(result)

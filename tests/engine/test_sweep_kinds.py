@@ -1,6 +1,7 @@
 """Sweeps whose rows name the call's inputs (init_image, strength, mask, control_image; lora): each run is made and
 recorded as its kind, a relative path is read from the list file's folder (not the current folder), and a bad row
-is refused before the sweep starts, naming its line. `baseline build` refuses a list it cannot build from."""
+is refused before the sweep starts, naming its line. `baseline build` refuses a list it cannot build from (entries of
+two kinds; tests/engine/test_baseline_kinds.py builds from the kinds)."""
 
 from __future__ import annotations
 
@@ -97,8 +98,8 @@ def test_baseline_build_refuses_rows_it_cannot_build(lists: Path, runs_dir: Path
     assert main(["baseline", "build", "--pipeline", "demo", "--prompts", str(listed), "--seeds", "1",
                  "--steps", str(STEPS), "--runs-dir", str(runs_dir)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "base.jsonl entry 2 names init_image: a baseline is built from text-to-image" in err[0]
-    assert main(["baseline", "build", "--pipeline", "demo", "--init-image", str(lists / "init.png"),
+    assert len(err) == 1 and "base.jsonl entry 2: kind img2img where the first run has text2img" in err[0]
+    assert main(["baseline", "build", "--pipeline", "demo", "--mask", str(lists / "mask.png"),
                  "--runs-dir", str(runs_dir)]) == 2
-    assert "--init-image" in capsys.readouterr().err
+    assert "--mask needs --init-image" in capsys.readouterr().err
     assert not list(runs_dir.iterdir())

@@ -1,41 +1,60 @@
 """Building a baseline from healthy runs: a `baseline` study of healthy runs, the envelope built from those
 judged healthy, written to `<runs_dir>/baselines/<key>.json` (where engine/run/baseline_lookup.py finds it).
+
+The runs may be of any kind of call GhostViewer makes — text-to-image, img2img, inpaint, ControlNet, with LoRAs,
+batches — given for the whole build (`call`) or by the list's entries (init_image, strength, mask, control_image,
+lora, read as a sweep reads them); one baseline is one kind of call at one set of settings (its key says which:
+analysis/baseline.py CALL_KEYS), and every run is checked before any runs.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
+from ghostviewer.analysis.baseline import CALL_KEYS, settings_of
 from ghostviewer.analysis.baseline_build import BaselineBuilder
 from ghostviewer.analysis.baseline_file import save_baseline
 from ghostviewer.analysis.baseline_store import BASELINES_FOLDER, recorded_channel_means
 from ghostviewer.analysis.envelope import BaselineError
 from ghostviewer.engine.errors import GhostError
+from ghostviewer.engine.loading.loras import loras_loaded, read_loras
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
+from ghostviewer.engine.loops.sweep_jobs import OVERRIDES, Items, SweepJob, count_jobs, iter_items, plan_jobs
 from ghostviewer.engine.run.baseline_lookup import architecture_of, identity_of, key_settings
+from ghostviewer.engine.run.call_inputs import pipeline_for, read_inputs
 from ghostviewer.engine.run.runner import execute_run
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
-from ghostviewer.spec import RunSpec
+from ghostviewer.spec import RunSpec, with_call_defaults
+from ghostviewer.spec.run_spec import CALL_FIELDS
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
-def baseline_jobs(prompts: Sequence[str], seeds: Sequence[int], pairing: str = "product") -> list[tuple[str, int]]:
-    """(prompt, seed) pairs, each once: every prompt with every seed, or ('zip') the i-th prompt with the i-th
-    seed."""
+def baseline_jobs(prompts: Items, seeds: Sequence[int], pairing: str = "product") -> list[SweepJob]:
+    """The runs of a build, each once: every entry with every seed (an entry naming its own seed: that seed only,
+    as in a sweep), or ('zip') the i-th entry with the i-th seed. Entries are read as a sweep reads them
+    (engine/loops/sweep_jobs.py: a list file's image paths from its folder, its values overriding the build's)."""
     if pairing == "zip":
-        if len(seeds) < len(prompts):
-            raise GhostError(f"pairing 'zip' needs a seed per prompt: {len(prompts)} prompts, {len(seeds)} seeds")
-        return list(dict.fromkeys(zip(prompts, seeds)))
-    if pairing != "product":
+        entries = list(iter_items(prompts))
+        if len(seeds) < len(entries):
+            raise GhostError(f"pairing 'zip' needs a seed per prompt: {len(entries)} prompts, {len(seeds)} seeds")
+        jobs = [SweepJob(str(entry["prompt"]), seed, {OVERRIDES[k]: v for k, v in entry.items() if k in OVERRIDES})
+                for entry, seed in zip(entries, seeds)]
+    elif pairing == "product":
+        jobs = list(plan_jobs(prompts, list(seeds)))
+    else:
         raise GhostError(f"pairing must be 'product' or 'zip', not {pairing!r}")
-    return list(dict.fromkeys((prompt, seed) for prompt in prompts for seed in seeds))
+    unique: dict[str, SweepJob] = {}
+    for job in jobs:
+        unique.setdefault(json.dumps(job.key(), sort_keys=True, default=str), job)
+    return list(unique.values())
 
 
 def _final_image(record: RunRecord) -> np.ndarray | None:
@@ -43,9 +62,52 @@ def _final_image(record: RunRecord) -> np.ndarray | None:
     return None if path is None else np.asarray(Image.open(path).convert("RGB"))
 
 
+def _recorded_identity(record: RunRecord) -> dict[str, Any]:
+    """The identity the run was judged by (engine/run/baseline_lookup.identity_of of the pipeline for its kind, its
+    ControlNet's and LoRAs' hashes included), as its environment records it."""
+    pipeline = record.environment.get("pipeline") or {}
+    hashes = pipeline.get("weight_hashes") or {}
+    return {"class": pipeline.get("class"), "weight_hashes": dict(sorted(hashes.items()))}
+
+
+def _check_jobs(loaded: LoadedPipeline, prompts: Items, seeds: list[int], base: RunSpec, jobs: list[SweepJob]
+                ) -> dict[str, Any]:
+    """Every run of the build checked before any runs (one line each): each entry as a sweep checks it (its files,
+    a mask without an init image, a strength that gives no step), its images readable, one kind of call at one set
+    of settings for all, the pipeline's form for the kind and the LoRAs. Returns the architecture the runs are made
+    on (the kind's pipeline class, LoRAs loaded as the run loads them)."""
+    count_jobs(prompts, seeds, base)
+    where = Path(prompts).name if isinstance(prompts, (str, Path)) else "prompts"
+    first: dict[str, Any] | None = None
+    read: set[tuple[str | None, ...]] = set()
+    for index, job in enumerate(jobs, start=1):
+        spec = with_call_defaults(job.settings(base))
+        settings = settings_of(spec.to_dict())
+        if first is None:
+            first = settings
+        differing = next((k for k in sorted(settings.keys() | first.keys()) if settings.get(k) != first.get(k)),
+                         None)
+        if differing is not None:
+            ours, theirs = (s.get(differing, CALL_KEYS.get(differing)) for s in (settings, first))
+            raise GhostError(f"{where} entry {index}: {differing} {ours} where the first run has {theirs}: a "
+                             "baseline is one kind of call at one set of settings (give the setting to the whole "
+                             "build, or build one baseline each)")
+        inputs = (spec.init_image, spec.mask, spec.control_image)
+        if inputs not in read:
+            read.add(inputs)
+            try:
+                read_inputs(spec)
+            except GhostError as exc:
+                raise GhostError(f"{where} entry {index}: {exc}") from None
+    spec = with_call_defaults(jobs[0].settings(base))
+    made = pipeline_for(loaded, spec)
+    with loras_loaded(made.pipe, read_loras(made.pipe, spec.adapters), spec.fuse_lora):
+        return architecture_of(made.pipe)
+
+
 def build_baseline(
     loaded: LoadedPipeline,
-    prompts: Iterable[str],
+    prompts: Items,
     seeds: Sequence[int],
     runs_dir: str | Path,
     *,
@@ -56,33 +118,41 @@ def build_baseline(
     scheduler: str | None = None,
     pairing: str = "product",
     dtype: str | None = None,
+    call: Mapping[str, Any] | None = None,
     cancel: Any = None,
     on_progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     """Run healthy runs (a `baseline` study), build the envelope from those judged healthy, and write it to
     `<runs_dir>/baselines/<key>.json`. Returns {"baseline", "key", "runs", "healthy", "excluded", …}.
+    `prompts`: a prompt list file or prompts (strings, or dicts with a list row's keys: an entry may name its
+    init_image, strength, mask, control_image, lora). `call`: RunSpec fields of the call for the whole build
+    (init_image, strength, mask, control_image, controlnet, controlnet_scale, adapters, fuse_lora, batch).
     `dtype`: the spec the pipeline was loaded with (recorded in each run, so a replay reloads it the same way)."""
-    identity = identity_of(loaded)
-    if identity is None:
+    if identity_of(loaded) is None:
         raise GhostError("a baseline needs a pipeline loaded from disk (its weight hashes name it); "
                          "an in-memory pipeline object has none")
-    jobs = baseline_jobs(list(prompts), list(seeds), pairing)
+    base = RunSpec.from_dict({"prompt": "", "steps": steps, "guidance": guidance, "width": width, "height": height,
+                              "scheduler": scheduler, "device": loaded.device, "source": loaded.source,
+                              "dtype": dtype, **dict(call or {})})
+    seeds = list(seeds)
+    jobs = baseline_jobs(prompts, seeds, pairing) if seeds else []
     if not jobs:
         raise GhostError("a baseline needs at least one prompt and one seed")
+    architecture = _check_jobs(loaded, prompts, seeds, base, jobs)
     emit = on_progress or (lambda _event: None)
     runs_dir = Path(runs_dir)
+    kind = {k: v for k, v in base.to_dict().items() if k in CALL_FIELDS or k == "adapters"}
     params = {"source": loaded.source, "steps": steps, "guidance": guidance, "width": width, "height": height,
-              "scheduler": scheduler, "pairing": pairing, "prompts": len({p for p, _ in jobs}), "seeds": list(seeds)}
+              "scheduler": scheduler, "pairing": pairing, "prompts": len({job.prompt for job in jobs}),
+              "seeds": seeds, **({"call": kind} if kind else {})}
     started = time.perf_counter()
     builder: BaselineBuilder | None = None
     excluded: list[dict[str, Any]] = []
     with StudyWriter.create(runs_dir, "baseline", params, total=len(jobs)) as study:
-        for done, (prompt, seed) in enumerate(jobs, start=1):
-            settings = RunSpec(prompt=prompt, seed=seed, steps=steps, guidance=guidance, width=width,
-                                   height=height, scheduler=scheduler, device=loaded.device, source=loaded.source,
-                                   dtype=dtype)
-            result = execute_run(loaded, settings, study.runs_dir, cancel=cancel, baseline=None)
-            study.add_run(result["run_dir"], {"prompt": prompt, "seed": seed}, summary=result)
+        for done, job in enumerate(jobs, start=1):
+            prompt, seed = job.prompt, job.seed
+            result = execute_run(loaded, job.settings(base), study.runs_dir, cancel=cancel, baseline=None)
+            study.add_run(result["run_dir"], job.key(), summary=result)
             study.set_progress(done)
             label = (result.get("verdict") or {}).get("label")
             if result.get("status") == "cancelled":
@@ -98,7 +168,7 @@ def build_baseline(
                 except RecordError as exc:
                     raise GhostError(str(exc)) from None
                 if builder is None:
-                    builder = BaselineBuilder(identity, key_settings(loaded, dict(record.settings)))
+                    builder = BaselineBuilder(_recorded_identity(record), key_settings(loaded, dict(record.settings)))
                 clip = (result["verdict"].get("scores") or {}).get("clip_score")
                 builder.add_run(record.stats(), _final_image(record), recorded_channel_means(record),
                                 None if clip is None else {"clip_score": float(clip)})
@@ -110,7 +180,7 @@ def build_baseline(
             baseline = builder.build(meta={"built_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": loaded.source,
                                            "prompts": params["prompts"], "seeds": len(set(seeds)),
                                            "study": study.path.name},
-                                     architecture=architecture_of(loaded.pipe))
+                                     architecture=architecture)
         except BaselineError as exc:
             raise GhostError(str(exc)) from None
         path = save_baseline(baseline, runs_dir / BASELINES_FOLDER / f"{baseline.key}.json")
@@ -130,50 +200,29 @@ def build_baseline(
     }
 
 
-# Row values of a prompt list that would make another kind of call than the baseline's text-to-image runs.
-CALL_INPUTS = ("init_image", "strength", "mask", "control_image", "lora")
-
-
-def _refuse_call_inputs(rows: list[dict[str, Any]], where: str) -> None:
-    """A baseline is built from plain text-to-image runs; a row naming an img2img/inpaint/ControlNet input or a LoRA
-    would silently be built as one, so it is refused, naming the row."""
-    for index, row in enumerate(rows, start=1):
-        named = [key for key in CALL_INPUTS if row.get(key) not in (None, "", ())]
-        if named:
-            raise GhostError(f"{where} entry {index} names {named[0]}: a baseline is built from text-to-image runs "
-                             "of the pipeline alone (img2img, inpaint, ControlNet and LoRA baselines are not made "
-                             "yet); leave it out of the baseline's list")
-
-
 DEMO_DEFAULT_PROMPTS = 24  # × the default seeds 0-9: 240 runs, the size of the shipped demo baseline
 
 
-def baseline_inputs(loaded: LoadedPipeline, prompts: Any, seeds: Any) -> tuple[list[str], list[int]]:
-    """The prompts (a prompt list file, a list of prompts or dicts, or None: the demo's own) and the seeds (a
-    spec such as '0-9' or a list) of a baseline build; GhostError with a one-line message when unusable."""
+def baseline_inputs(loaded: LoadedPipeline, prompts: Any, seeds: Any) -> tuple[Items, list[int]]:
+    """The prompts (a prompt list file, kept as its path; a list of prompts or dicts; or None: the demo's own) and
+    the seeds (a spec such as '0-9' or a list) of a baseline build; GhostError with a one-line message when
+    unusable."""
     from ghostviewer.demo.baseline_prompts import baseline_prompts
-    from ghostviewer.spec.prompt_lists import PromptListError, read_prompt_list
     from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
 
+    items: Items
     if prompts is None:
         if loaded.source_kind != "demo":
             raise GhostError("a baseline of a pipeline other than the demo needs prompts (--prompts LIST)")
-        texts = list(dict.fromkeys(baseline_prompts(4 * DEMO_DEFAULT_PROMPTS)))[:DEMO_DEFAULT_PROMPTS]
+        items = list(dict.fromkeys(baseline_prompts(4 * DEMO_DEFAULT_PROMPTS)))[:DEMO_DEFAULT_PROMPTS]
     elif isinstance(prompts, (str, Path)):
-        try:
-            rows = read_prompt_list(prompts)
-        except (PromptListError, OSError) as exc:
-            raise GhostError(str(exc)) from None
-        _refuse_call_inputs(rows, Path(prompts).name)
-        texts = [item["prompt"] for item in rows]
+        items = prompts
     else:
-        prompts = list(prompts)
-        _refuse_call_inputs([item for item in prompts if isinstance(item, dict)], "prompts")
-        texts = [item["prompt"] if isinstance(item, dict) else str(item) for item in prompts]
+        items = [item if isinstance(item, dict) else str(item) for item in prompts]
     try:
         seed_list = parse_seeds(seeds) if isinstance(seeds, (str, int)) else [int(s) for s in seeds]
     except SeedSpecError as exc:
         raise GhostError(str(exc)) from None
-    if not texts or not seed_list:
+    if not items or not seed_list:
         raise GhostError("a baseline needs at least one prompt and one seed")
-    return texts, seed_list
+    return items, seed_list

@@ -1,7 +1,9 @@
 """Which baseline a new run is judged against.
 
 A baseline is keyed by the pipeline's identity (its weight hashes, recorded in every run's environment) and the
-settings that change its activations (analysis.baseline.SETTINGS_KEYS); it is looked for in
+settings that change its activations (analysis.baseline.SETTINGS_KEYS; for another kind of call than text-to-image,
+or with LoRAs or a batch, also CALL_KEYS; the pipeline for the kind, its ControlNet and LoRAs are in the identity:
+pipeline class, weight hashes); it is looked for in
 `<runs_dir>/baselines/<key>.json`, then among the baselines the project ships (analysis/baseline_store.py, which
 reads each file once). Without one, the nearest baseline of the same architecture (architecture_of: each
 component's class, tensor names and shapes, and config) in those folders judges the run, and the note says how it
@@ -127,7 +129,9 @@ def _choose(loaded: LoadedPipeline, values: dict[str, Any], runs_dir: str | Path
     why = "" if identity is not None else \
         f" ({loaded.identity_note or 'the pipeline has no weight hashes: a pipeline object in memory'})"
     others = f"; not usable: {'; '.join(refused[:3])}" if refused else ""
-    return None, (f"no baseline for these settings{why}, nor one of the same architecture: drift and colour-range "
+    kind = wanted.get("kind")
+    what = f"no {kind} baseline" if kind else "no baseline"
+    return None, (f"{what} for these settings{why}, nor one of the same architecture: drift and colour-range "
                   f"checks are off; build one with 'ghostviewer baseline build'{others}")
 
 
