@@ -14,7 +14,9 @@ would be judged by what ran before it.
 
 from __future__ import annotations
 
+import json
 import math
+import threading
 from typing import Any
 
 
@@ -34,6 +36,28 @@ def latent_sigma(pipe: Any, steps: int | None = None) -> float | None:
     scheduler = getattr(pipe, "scheduler", None)
     if scheduler is None:
         return None
+    try:  # a fresh scheduler costs ~10 ms, and a watched service asks on every call: once per class + config
+        key = (type(scheduler), json.dumps(dict(scheduler.config), sort_keys=True, default=repr), steps)
+    except (AttributeError, TypeError, ValueError):
+        return _latent_sigma(scheduler, steps)[0]
+    with _LOCK:
+        if key in _KNOWN:
+            return _KNOWN[key]
+    value, fresh = _latent_sigma(scheduler, steps)
+    if fresh:  # read from a scheduler of its own: the class and config decide it (not so the one at hand's state)
+        with _LOCK:
+            if len(_KNOWN) >= 256:
+                _KNOWN.clear()
+            _KNOWN[key] = value
+    return value
+
+
+_KNOWN: dict[tuple[type, str, int | None], float | None] = {}
+_LOCK = threading.Lock()
+
+
+def _latent_sigma(scheduler: Any, steps: int | None) -> tuple[float | None, bool]:
+    """(the number, whether it was read from a fresh scheduler)."""
     fresh = _fresh(scheduler)
     if steps and fresh is not scheduler:
         try:
@@ -43,5 +67,5 @@ def latent_sigma(pipe: Any, steps: int | None = None) -> float | None:
     try:
         value = float(fresh.init_noise_sigma)
     except (AttributeError, TypeError, ValueError, RuntimeError):
-        return None
-    return value if math.isfinite(value) else None
+        return None, fresh is not scheduler
+    return (value if math.isfinite(value) else None), fresh is not scheduler
