@@ -30,6 +30,7 @@ from ghostviewer.record.bundle import (
     open_bundle,
 )
 from tests.gui.fake_runs import write_fake_run
+from tests.script_in_process import run_script
 
 PYTHON = sys.executable
 
@@ -154,16 +155,20 @@ def test_the_size_estimate_reads_only_the_tensors_headers(real_runs: dict[str, P
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("kind", "code"), [("nan", 1), ("ok", 0)])
+@pytest.mark.parametrize(("kind", "code", "how"), [("nan", 1, "subprocess"), ("ok", 0, "in-process")])
 def test_repro_script_reproduces_the_verdict(real_runs: dict[str, Path], tmp_path: Path, kind: str,
-                                             code: int) -> None:
+                                             code: int, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
     bundle = tmp_path / "b.zip"
     export_bundle([real_runs[kind]], bundle)
     with zipfile.ZipFile(bundle) as zf:
         (tmp_path / "repro.py").write_bytes(zf.read("repro.py"))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "GHOSTVIEWER_LOG_DIR": str(tmp_path / "logs")}
-    proc = subprocess.run([PYTHON, str(tmp_path / "repro.py"), "--runs-dir", str(tmp_path / "replays")],
-                          capture_output=True, text=True, env=env, timeout=300)
+    monkeypatch.setenv("GHOSTVIEWER_LOG_DIR", str(tmp_path / "logs"))
+    args = ["--runs-dir", str(tmp_path / "replays")]
+    if how == "subprocess":  # `python repro.py` as a user runs it; the other in-process (no second torch import)
+        proc = subprocess.run([PYTHON, str(tmp_path / "repro.py"), *args], capture_output=True, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    else:
+        proc = run_script(tmp_path / "repro.py", *args)
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert f"verdict {kind} (recorded: {kind})" in proc.stdout
     replayed = list((tmp_path / "replays").iterdir())
@@ -469,8 +474,9 @@ def test_with_inputs_bundles_the_first_bad_modules_inputs(attention_run: Path, r
     with zipfile.ZipFile(bundle) as zf:
         assert (isolated / "inputs.safetensors").read_bytes() == zf.read(f"{folder}/inputs.safetensors")
     assert RunRecord(opened).first_anomaly["module"] == ATTENTION
-    proc = subprocess.run([PYTHON, "repro.py"], cwd=isolated, capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    # standalone: GhostViewer and the tests refused while it runs (in this process; tests/engine/
+    # test_user_ghosts_isolate.py runs an isolated repro.py as a real subprocess)
+    proc = run_script(isolated / "repro.py", forbid=("ghostviewer", "tests"))
     assert proc.returncode == 1 and "NaN 12288" in proc.stdout, proc.stdout + proc.stderr[-2000:]
 
 
