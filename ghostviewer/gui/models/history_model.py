@@ -52,6 +52,7 @@ from ghostviewer.gui.models.history_scan import (
     bundle_runs,
     entry_count,
     entry_from_row,
+    first_page,
     is_bundle_folder,
     read_entry,
     read_study,
@@ -101,16 +102,17 @@ POLL_MS = 1000  # a watched folder is read again this often
 
 
 def _with_lines(read: tuple[list[HistoryRow], Cache, bool], lines: dict[str, tuple[HistoryRow, Any]],
-                upto: int | None = None) -> tuple[list[HistoryRow], Cache, bool, dict]:
+                upto: int | None = None) -> tuple[list[HistoryRow], Cache, bool, dict, Any]:
     """The read with the history line of each of its first `upto` rows (all: None), made again only for a row
-    that changed: on the worker, so that thousands of new rows cost the GUI thread nothing to show."""
-    from ghostviewer.gui.models.history_rows import line_of  # it imports this module
+    that changed, and (all made) their Listing: on the worker, so that thousands of new rows cost the GUI thread
+    nothing to show."""
+    from ghostviewer.gui.models.history_rows import line_of, listing  # it imports this module
 
     made = {}
     for row in read[0][:upto]:
         before = lines.get(row.path)
         made[row.path] = before if before is not None and before[0] is row else (row, line_of(row, None))
-    return (*read, made)
+    return (*read, made, listing(read[0], made) if upto is None or upto >= len(read[0]) else None)
 
 
 
@@ -128,8 +130,11 @@ class HistoryModel(QObject):
         self.live_run: str | None = None
         self.lines: dict[str, tuple[HistoryRow, Any]] = {}  # row folder -> (row, its history line), made off
         # the GUI thread with the read (gui/models/history_rows.py; made with no live run)
+        self.listing: Any = None  # every row's line in order (history_rows.Listing) when the worker made them all
         self._cache: Cache = {}
         self._reading: Path | None = None  # the folder a background read is reading
+        self._paged: bool | None = None  # a large folder's newest rows shown from its runs index (first_page)
+        # at its first read: True, or False when there were none (None: not tried yet)
         self._worker = Worker(1, latest=True, what="reading the runs folder", expected=(RecordError, OSError),
                               parent=self)
         self._worker.answered.connect(self._on_read)
@@ -145,7 +150,7 @@ class HistoryModel(QObject):
 
     def _set_folder(self, runs_dir: Path) -> None:
         self.runs_dir = Path(runs_dir)
-        self._cache, self._reading, self.lines = {}, None, {}
+        self._cache, self._reading, self.lines, self._paged = {}, None, {}, None
 
     def watch(self, folder: Path, interval_ms: int = POLL_MS) -> None:
         """Show `folder` and read it again every `interval_ms`, off the GUI thread, while a program writes runs
@@ -187,12 +192,18 @@ class HistoryModel(QObject):
     def _read_more(self) -> None:
         runs_dir, cache, lines = self.runs_dir, dict(self._cache), dict(self.lines)
         self._reading = runs_dir
+        if self._paged is None and not self._cache and self.watched is None:  # a folder's first read: its
+            self._paged = True  # newest rows from its runs index at once (a few ms), then every folder looked at
+            self._worker.submit(("page", runs_dir), lambda _task: _with_lines(
+                (first_page(runs_dir, FIRST_CHUNK), {}, False), {}))
+            return
+        paged = self._paged is True and len(self.rows) <= FIRST_CHUNK  # the page is shown: all lines at once
         budget = FIRST_CHUNK if not self.rows else CHUNK
         known = len(self.rows)
 
         def read(task: Task) -> tuple[list[HistoryRow], Cache, bool, dict]:
             found = scan(runs_dir, cache, budget, task)
-            many = len(found[0]) - known > SHOW_AT_ONCE  # a screenful's lines first, the others' next
+            many = not paged and len(found[0]) - known > SHOW_AT_ONCE  # a screenful's lines first, the rest next
             return _with_lines(found, lines, max(known, FIRST_CHUNK) if many else None)
 
         self._worker.submit(runs_dir, read)
@@ -206,9 +217,18 @@ class HistoryModel(QObject):
             self._reading = None
             log.warning("cannot read the runs folder %s: %s", runs_dir, result)
             return
-        rows, cache, complete, lines = result
-        self.lines = lines
-        if not rest and len(rows) - len(self.rows) > SHOW_AT_ONCE:  # thousands of new rows: a screenful first
+        rows, cache, complete, lines, made = result
+        if rest and tag[0] == "page":  # the newest rows from the index: shown, and the whole read next
+            if rows:
+                self.lines, self.listing = lines, made
+                self._apply(rows, self._cache)
+            else:
+                self._paged = False  # no index (or nothing in it): read as before, a screenful first
+            self._read_more()
+            return
+        self.lines, self.listing = lines, made
+        if not rest and len(rows) - len(self.rows) > SHOW_AT_ONCE and len(lines) < len(rows):  # thousands of
+            # new rows whose lines are not all made: a screenful first (after a page: all are made at once)
             self._reading = runs_dir
             self._apply(rows[:max(len(self.rows), FIRST_CHUNK)], cache)
             made = dict(lines)
@@ -225,6 +245,8 @@ class HistoryModel(QObject):
         if same and self.watched is not None:
             return  # a poll that found nothing new: the panel is left alone
         self.rows = rows
+        if self.listing is not None and self.listing.rows is not rows:
+            self.listing = None  # the lines made for other rows
         self.entries = [r for r in rows if isinstance(r, RunEntry)]
         self.studies = [r for r in rows if isinstance(r, StudyEntry)]
         self.broken = [r for r in rows if isinstance(r, BrokenEntry)]

@@ -63,13 +63,24 @@ class Line(NamedTuple):
         return self.kind == "study"
 
 
+_WHEN: dict[str, str] = {}  # a minute and its zone -> its words (runs made in the same minute share them)
+_DIGITS = ".0123456789"
+
+
 def when_words(created: str) -> str:
     """'11-30 08:43' from an ISO time (in local time when it names its zone): the date and the time, always."""
+    key = created[:16] + created[19:].lstrip(_DIGITS)  # the minute and the zone: the seconds do not show
+    words = _WHEN.get(key)
+    if words is not None:
+        return words
     try:
-        t = datetime.fromisoformat(created).astimezone()
-        return f"{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d}"  # strftime costs 4× this (10,000 rows)
+        t = datetime.fromisoformat(created).astimezone()  # ~15 µs (localtime): once a minute, not once a run
     except ValueError:
         return f"{created[5:10]} {created[11:16]}".strip()
+    words = f"{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d}"  # strftime costs 4× this (10,000 rows)
+    if len(_WHEN) < 50_000:
+        _WHEN[key] = words
+    return words
 
 
 def time_words(created: str) -> str:
@@ -174,6 +185,36 @@ def _child_line(child: StudyChild) -> Line:
                           (None, state_colour(state), None, None, None, None)))
 
 
+class Listing(NamedTuple):
+    """Every row's line in order, with what HistoryRows finds them by, made beside a read on the history's worker
+    (no live run): thousands of rows then cost the GUI thread a few list copies to show, not a loop over them."""
+
+    rows: list[HistoryRow]  # the rows these are the lines of (the same objects, in the same order)
+    lines: list[Line]
+    made: dict[str, tuple[HistoryRow, Line]]  # row folder -> (row, its line)
+    top: dict[str, int]  # as HistoryRows._top
+    child: dict[str, tuple[int, int]]  # as HistoryRows._child
+    sensitive: list[int]  # the places of the rows whose words depend on the live run
+
+
+def listing(rows: list[HistoryRow], made: dict[str, tuple[HistoryRow, Line]]) -> Listing:
+    """The Listing of `rows`, whose lines are all in `made`."""
+    lines = [made[row.path][1] for row in rows]
+    top, child = index_lines(lines)
+    return Listing(rows, lines, made, top, child, [i for i, row in enumerate(rows) if live_sensitive(row)])
+
+
+def index_lines(lines: list[Line]) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """(a row's folder -> its place, a study child's folder -> (its study's place, its place))."""
+    top: dict[str, int] = {}
+    child: dict[str, tuple[int, int]] = {}
+    for place, line in enumerate(lines):
+        top.setdefault(line.path, place)
+        for j, kid in enumerate(line.children):
+            child.setdefault(kid.path, (place, j))
+    return top, child
+
+
 _BRUSHES: dict[str, QBrush] = {}
 
 
@@ -213,14 +254,11 @@ class HistoryRows(QStandardItemModel):
         self.setColumnCount(COLUMNS)  # from the start, and always: the header keeps its widths through resets
 
     # -- contents ---------------------------------------------------------------------------------------
-    def set_lines(self, lines: list[Line]) -> None:
+    def set_lines(self, lines: list[Line], index: tuple[dict[str, int], dict[str, tuple[int, int]]] | None = None
+                  ) -> None:
+        """`index`: index_lines(lines), when made already (on the worker)."""
         self.lines = lines
-        self._top = {}
-        self._child = {}
-        for place, line in enumerate(lines):
-            self._top.setdefault(line.path, place)
-            for j, child in enumerate(line.children):
-                self._child.setdefault(child.path, (place, j))
+        self._top, self._child = index if index is not None else index_lines(lines)
         self._select()
         self._lay_out()
 

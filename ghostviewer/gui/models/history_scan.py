@@ -29,7 +29,7 @@ from ghostviewer.record import RecordError, StudyRecord
 from ghostviewer.record.bundle_format import MANIFEST, README, REPRO, RUNS_FOLDER
 from ghostviewer.record.history import program_name, watched_words
 from ghostviewer.record.lock import writer_alive
-from ghostviewer.record.runs_index import RunRow, db_mtime, list_rows, read_row
+from ghostviewer.record.runs_index import RunRow, db_mtime, list_rows, newest_rows, read_row
 from ghostviewer.record.runs_index import stamp as run_stamp
 from ghostviewer.record.study_reader import SUMMARY_ROLE
 from ghostviewer.record.study_schema import RUNS_FOLDER as STUDY_RUNS
@@ -132,13 +132,21 @@ def read_entry(folder: Path, bundle: str = "") -> RunEntry:
     return entry_from_row(Path(folder), read_row(folder), bundle)
 
 
-def entry_from_row(folder: Path, row: RunRow, bundle: str = "") -> RunEntry:
+def entry_from_row(folder: Path | str, row: RunRow, bundle: str = "") -> RunEntry:
     """A history row from a runs-index row (record/runs_index.py): no database opened."""
     path = str(folder)
     return RunEntry(path, row.run_id, row.created_at, str(row.prompt or ""), row.seed, row.steps,
                     row.live_status(path), row.verdict, row.error,
-                    tuple(intervention_words(row.settings)), row.first_anomaly, row.image_path(path), bundle,
-                    row.problem, watched_words(row.watched) if row.watched else "")
+                    tuple(intervention_words(row.settings)) if row.settings else (), row.first_anomaly,
+                    row.image_path(path), bundle, row.problem, watched_words(row.watched) if row.watched else "")
+
+
+def first_page(runs_dir: Path, limit: int) -> list[RunEntry]:
+    """The newest `limit` runs of a large folder straight from its runs index (their stamps checked, no record
+    opened), newest first: shown while every folder is looked at. [] where the folder has no index."""
+    rows = [entry_from_row(folder, row) for folder, row in newest_rows(runs_dir, limit)]
+    rows.sort(key=lambda e: (e.created, e.run_id), reverse=True)
+    return rows
 
 
 def entry_count(folder: Path) -> int:
@@ -159,25 +167,34 @@ def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
     False). No Qt: it runs on a worker."""
     rows: list[HistoryRow] = []
     new_cache: Cache = {}
-    children = [(child, "") for child in _subfolders(runs_dir)] + bundle_runs(runs_dir)
-    children.sort(key=lambda pair: pair[0].name, reverse=True)
+    own_runs: list[tuple[str, int | None]] = []  # the folder's own runs not in the cache: from the runs index
+    others: list[tuple[Path, str]] = []  # studies, unknown folders, bundles' runs: (folder, its bundle's name)
+    home = str(runs_dir)
+    names = _subfolder_names(runs_dir)
+    for i, name in enumerate(names):  # path strings, not Paths: 10,000 Path objects cost ~0.1 s
+        if task is not None and i % 500 == 0:
+            task.check()
+        child = os.path.join(home, name)
+        mtime = db_mtime(child)  # one stat tells a run and dates it (a finished one's WAL is folded back in)
+        if mtime is None:
+            others.append((Path(child), ""))
+            continue
+        cached = cache.get(child)
+        if cached is not None and isinstance(cached[1], RunEntry) and \
+                cached[0] == run_stamp(child, cached[1].status, mtime):
+            new_cache[child] = cached
+            rows.append(cached[1])
+        else:
+            own_runs.append((child, mtime))
+    bundled = bundle_runs(runs_dir)
+    others += bundled
+    others.sort(key=lambda pair: pair[0].name, reverse=True)
+    children_count = len(names) + len(bundled)
     left = budget
     complete = True
-    own_runs: list[tuple[Path, int | None]] = []  # the folder's own runs not in the cache: from the runs index
-    for child, bundle in children:
+    for child, bundle in others:
         if task is not None:
             task.check()
-        if not bundle:  # one stat tells a run and dates it (a finished one's WAL is folded back in)
-            mtime = db_mtime(child)
-            if mtime is not None:
-                cached = cache.get(str(child))
-                if cached is not None and isinstance(cached[1], RunEntry) and \
-                        cached[0] == run_stamp(child, cached[1].status, mtime):
-                    new_cache[str(child)] = cached
-                    rows.append(cached[1])
-                else:
-                    own_runs.append((child, mtime))
-                continue
         reader: Callable[[Path], HistoryRow] = partial(read_entry, bundle=bundle)
         stamp = _stamp(child)
         if bundle and stamp == (0, 0):
@@ -209,8 +226,9 @@ def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
                 row = broken_entry(child, exc)
         new_cache[str(child)] = (stamp, row)
         rows.append(row)
+    own_runs.sort(key=lambda pair: pair[0], reverse=True)  # newest-named first (the budget reads those)
     indexed, unreadable, not_read = list_rows(runs_dir, own_runs, left, None if task is None else task.check,
-                                              create=len(children) > LARGE_FOLDER)
+                                              create=children_count > LARGE_FOLDER)
     complete = complete and not not_read
     for folder, stamp, index_row in indexed:
         entry = entry_from_row(folder, index_row)
@@ -218,7 +236,7 @@ def scan(runs_dir: Path, cache: Cache, budget: int | None = None,
         rows.append(entry)
     for folder, problem in unreadable:
         if not writer_alive(folder):  # one being created right now: the next refresh reads it
-            rows.append(broken_entry(folder, problem))
+            rows.append(broken_entry(Path(folder), problem))
     rows.sort(key=lambda e: (e.created, e.run_id), reverse=True)
     return rows, new_cache, complete
 
@@ -227,6 +245,14 @@ def _writer_gone(folder: Path, row: HistoryRow) -> bool:
     """A study read while its writer was alive whose writer is gone now (a watched program killed): its database
     has not changed, its status has (it reads 'interrupted')."""
     return isinstance(row, StudyEntry) and row.status == "running" and writer_alive(folder) is False
+
+
+def _subfolder_names(folder: Path) -> list[str]:
+    try:
+        with os.scandir(folder) as entries:  # the entries' own types: no stat of each
+            return [e.name for e in entries if e.is_dir()]
+    except OSError:
+        return []
 
 
 def _subfolders(folder: Path) -> list[Path]:

@@ -167,6 +167,22 @@ class HistoryPanel(QWidget):
             items.extend(self.tree.item((line.path, child.path)) for child in line.children)
         return items
 
+    def _prepared(self) -> list[Line] | None:
+        """The lines the worker made for every row (model.listing), those whose words depend on the live run made
+        again for it: no loop over thousands of rows on the GUI thread. None when there is no listing."""
+        listing, live = self.model.listing, self.model.live_run
+        if listing is None or listing.rows is not self.model.rows:
+            return None
+        lines, made = listing.lines, listing.made
+        if live and listing.sensitive:
+            lines, made = list(lines), dict(made)
+            for place in listing.sensitive:
+                row = listing.rows[place]
+                lines[place] = line_of(row, live)
+                made[row.path] = (row, lines[place])
+        self._lines, self._made_live = made, live
+        return lines
+
     def _make_lines(self) -> list[Line]:
         """A line per row: an unchanged row (rows are immutable: the same object is the same row) keeps its line,
         and one whose words depend on the live run is made again when that changed."""
@@ -191,10 +207,12 @@ class HistoryPanel(QWidget):
         """The tree from the model's rows; the current row, the selection, the studies opened and the scroll
         position as they were (a watched folder's refresh moves nothing on screen)."""
         state = self._state_before()
-        lines = self._make_lines()
+        prepared = self._prepared()
+        lines = self._make_lines() if prepared is None else prepared
+        listing = self.model.listing
         self._quiet = True
-        try:
-            self.rows.set_lines(lines)
+        try:  # the listing's index fits its lines whichever the live run (a line made again keeps its path)
+            self.rows.set_lines(lines, None if prepared is None else (listing.top, listing.child))
             self.tree.forget_handles()
             self._put_back(state)
         finally:

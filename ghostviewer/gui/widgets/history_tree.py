@@ -140,7 +140,7 @@ class HistoryTree(QTreeView):
 
     def forget_handles(self) -> None:
         """Drop the handles of rows gone (a refresh)."""
-        live = set(self.rows._top)
+        live = self.rows._top
         self._handles = {k: h for k, h in self._handles.items() if k[0] in live}
 
     # -- QTreeWidget's calls ----------------------------------------------------------------------------
