@@ -37,13 +37,16 @@ def _same(a, b) -> bool:
     return a == b
 
 
-@pytest.mark.parametrize("output", [{"output_type": "np"}, {"output_type": "pil"}, {"output_type": "pt"},
-                                    {"output_type": "latent"}, {"output_type": "np", "return_dict": False}])
-def test_the_callers_output_is_unchanged_bit_for_bit(demo_loaded, runs_dir: Path, output: dict) -> None:
+# The demo's own step count (healthy against its 20-step baseline) for numpy output; 4 steps for the other output
+# kinds, which the baseline also judges healthy (its time is normalised) at a fifth of the cost.
+@pytest.mark.parametrize(("output", "steps"), [({"output_type": "np"}, 20), ({"output_type": "pil"}, 4),
+                                               ({"output_type": "pt"}, 4), ({"output_type": "latent"}, 4),
+                                               ({"output_type": "np", "return_dict": False}, 4)])
+def test_the_callers_output_is_unchanged_bit_for_bit(demo_loaded, runs_dir: Path, output: dict, steps: int) -> None:
     pipe = demo_loaded.pipe
-    plain = _call(pipe, steps=20, **output)  # the demo's own step count: healthy against its baseline
+    plain = _call(pipe, steps=steps, **output)
     with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
-        watched = _call(pipe, steps=20, **output)
+        watched = _call(pipe, steps=steps, **output)
         assert type(pipe).__name__ == "StableDiffusionPipeline" and type(pipe) is not type(plain)  # the instance's
     assert type(watched) is type(plain)
     if isinstance(plain, tuple):
@@ -54,7 +57,7 @@ def test_the_callers_output_is_unchanged_bit_for_bit(demo_loaded, runs_dir: Path
     assert "_ghostviewer_watcher" not in vars(type(pipe))  # the class is the pipeline's own again
     (run,) = watcher.runs
     record = RunRecord(run["run_dir"])
-    assert record.status == "done" and [s.index for s in record.steps()] == list(range(20))
+    assert record.status == "done" and [s.index for s in record.steps()] == list(range(steps))
     assert "unet.mid_block" in record.modules()
     assert run["verdict"]["label"] == "ok" and run["first_anomaly"] is None
     assert len(run["images"]) == (0 if output["output_type"] == "latent" else 1)
