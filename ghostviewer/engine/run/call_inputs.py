@@ -109,11 +109,49 @@ def _read(path: str, flag: str, mode: str) -> Image.Image:
         raise GhostError(f"{flag} {path}: cannot read it as an image ({reason})") from None
 
 
+def check_generator_device(generator_device: str, device: str | None = None) -> None:
+    """Refuse, in one line, a CUDA generator where torch sees no CUDA device (called before the pipeline loads), or
+    for a pipeline on another device (`device`: the one it runs on; diffusers would fail mid-call)."""
+    if generator_device != "cuda":
+        return
+    if not torch.cuda.is_available():
+        raise GhostError("--generator-device cuda needs a CUDA device, and torch sees none on this machine")
+    if device is not None and not str(device).startswith("cuda"):
+        raise GhostError(f"--generator-device cuda draws the noise on the GPU, but the pipeline runs on {device}: "
+                         "give --device cuda too")
+
+
+def batch_init_latents(pipe: Any, image: Image.Image, settings: RunSpec, generator: torch.Generator) -> Any:
+    """For a batch of diffusers' SD img2img (or ControlNet img2img) call: the init image's latents once per image of
+    the batch, encoded exactly as its prepare_latents would (the same preprocessing and dtype, the VAE's sample drawn
+    once from the call's generator), so the call gets as many initial images as images to make — what diffusers'
+    FutureWarning ("You have passed 2 text prompts (`prompt`), but only 1 initial images (`image`)…") asks for — and
+    the result is bit for bit what one image duplicated by diffusers gave. Passing the PIL image N times would
+    not: the VAE would draw N samples from the generator, and every later draw would move. None: pass the image."""
+    from diffusers import StableDiffusionControlNetImg2ImgPipeline, StableDiffusionImg2ImgPipeline
+
+    if settings.batch < 2 or not isinstance(pipe, (StableDiffusionImg2ImgPipeline,
+                                                   StableDiffusionControlNetImg2ImgPipeline)):
+        return None
+    from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import retrieve_latents
+
+    if isinstance(pipe, StableDiffusionControlNetImg2ImgPipeline):  # its __call__ sizes the image, then float32
+        pixels = pipe.image_processor.preprocess(image, height=settings.height, width=settings.width)
+        pixels = pixels.to(dtype=torch.float32)
+    else:
+        pixels = pipe.image_processor.preprocess(image)
+    encoder = getattr(pipe, "text_encoder", None)
+    dtype = encoder.dtype if encoder is not None else pipe.unet.dtype  # prompt_embeds' dtype, as diffusers has it
+    with torch.no_grad():
+        pixels = pixels.to(device=pipe._execution_device, dtype=dtype)
+        latents = pipe.vae.config.scaling_factor * retrieve_latents(pipe.vae.encode(pixels), generator=generator)
+    return torch.cat([latents] * settings.batch, dim=0)
+
+
 def read_inputs(settings: RunSpec) -> CallInputs | None:
     """The spec's input images, read and checked (readable, the mask the init image's size); None: text-to-image.
     Also refuses a CUDA generator where there is no CUDA device."""
-    if settings.generator_device == "cuda" and not torch.cuda.is_available():
-        raise GhostError("--generator-device cuda needs a CUDA device, and torch sees none on this machine")
+    check_generator_device(settings.generator_device)
     control = None
     if settings.control_image is not None:
         control = _read(settings.control_image, "--control-image", "RGB")

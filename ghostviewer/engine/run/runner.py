@@ -22,7 +22,13 @@ from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loading.schedulers import set_scheduler
 from ghostviewer.engine.run.applied_settings import AttentionBackend, component_configs, refuse_unapplied
 from ghostviewer.engine.run.batch_variance import check_batch_request, with_batch_variance
-from ghostviewer.engine.run.call_inputs import CallInputs, pipeline_for, read_inputs
+from ghostviewer.engine.run.call_inputs import (
+    CallInputs,
+    batch_init_latents,
+    check_generator_device,
+    pipeline_for,
+    read_inputs,
+)
 from ghostviewer.engine.run.lora_effect import preexisting
 from ghostviewer.engine.run.record_buffer import BufferedWriter
 from ghostviewer.engine.run.recorder import (
@@ -56,6 +62,7 @@ def prepare_settings(loaded: LoadedPipeline, settings: RunSpec) -> tuple[RunSpec
     validate(settings)
     inputs = read_inputs(settings)  # the init image and mask or the control image, read and checked before anything
     refuse_unapplied(loaded, settings.dtype, None)  # an object in memory runs as it is: never record another dtype
+    check_generator_device(settings.generator_device, loaded.device)
     seed, note = resolve_seed(settings.seed)
     scheduler = set_scheduler(loaded.pipe, settings.scheduler, settings.steps)
     size = _native_size(loaded.pipe)
@@ -211,15 +218,20 @@ def build_call(loaded: LoadedPipeline, settings: RunSpec) -> PipelineCall:
     kind_kwargs = inputs.call_kwargs(settings)
 
     def invoke(observe: dict[str, Any]) -> Any:
+        generator = torch.Generator(device=settings.generator_device).manual_seed(settings.seed)
+        kwargs = dict(kind_kwargs)
+        if inputs.init_image is not None:  # a batch's img2img: the init latents once per image, as diffusers asks
+            latents = batch_init_latents(pipe, inputs.init_image, settings, generator)
+            kwargs.update({} if latents is None else {"image": latents})
         return pipe(
             prompt=settings.prompt,
             negative_prompt=family.negative_prompt(settings.negative_prompt),
             num_inference_steps=settings.steps,
             guidance_scale=settings.guidance,
-            generator=torch.Generator(device=settings.generator_device).manual_seed(settings.seed),
+            generator=generator,
             num_images_per_prompt=settings.batch,
             output_type="np",
-            **kind_kwargs,
+            **kwargs,
             **observe,
             **family.call_kwargs,
         )
