@@ -13,25 +13,26 @@ from pathlib import Path
 import pytest
 
 from ghostviewer.record import RunRecord
-from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window, run_job
+from tests.gui.live.conftest import hand_over
+from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, run_job
 
 pytestmark = needs_demo
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 @pytest.fixture
-def full_disk_window(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+def full_disk_window(live_window, qtbot, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+    """The live folder's window and engine (conftest.py), its runs folder on the full disk for this test."""
     disk = tmp_path_factory.mktemp("disk")
     if os.geteuid() != 0 or _LIBC.mount(b"tmpfs", str(disk).encode(), b"tmpfs", 0, b"size=3m") != 0:
         pytest.skip("cannot mount a small tmpfs here (not root, or no CAP_SYS_ADMIN)")
     try:
         info = os.statvfs(disk)
         (disk / "filler").write_bytes(bytes(info.f_bavail * info.f_frsize - 300 * 1024))
-        for window in open_live_window(tmp_path_factory, "full-disk"):
-            window.state.history.set_runs_dir(disk / "runs")
-            window.disk = disk  # type: ignore[attr-defined]
-            yield window
+        live_window.state.history.set_runs_dir(disk / "runs")
+        yield live_window
     finally:
+        hand_over(live_window, qtbot, tmp_path_factory.mktemp("after-full-disk") / "runs")  # off the full disk
         _LIBC.umount2(str(disk).encode(), 2)  # MNT_DETACH: the engine process may still hold a file there
 
 

@@ -4,7 +4,6 @@ with the first bad module's inputs (the real engine re-runs the run and writes t
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from PySide6.QtWidgets import QMenu
 from ghostviewer.record import RunRecord
 from ghostviewer.record.bundle import export_bundle, inspect_bundle
 from tests.gui.fake_runs import write_fake_run
-from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window, run_job
+from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, run_job
 
 
 def _drop(window, path: Path) -> None:  # noqa: ANN001
@@ -75,15 +74,11 @@ def test_export_bug_report_action(window, gui_env: Path, tmp_path: Path) -> None
     assert "Bug report saved" in window.statusBar().currentMessage()
 
 
-@pytest.fixture
-def live(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001 - pytest-qt's fixture
-    yield from open_live_window(tmp_path_factory, "gui-bundle-inputs")
-
-
 @needs_demo
-def test_export_with_the_first_bad_modules_inputs(live, qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+def test_export_with_the_first_bad_modules_inputs(live_window, qtbot, tmp_path: Path) -> None:  # noqa: ANN001
     from ghostviewer.gui.dialogs.bundle_export_dialog import BundleExportDialog
 
+    live = live_window  # the live folder's window and engine (conftest.py)
     state = live.state
     job = run_job(qtbot, live, prompt="red circle", seed=0, seed_locked=True, steps=2,
                   fault="short-prompt-attention")

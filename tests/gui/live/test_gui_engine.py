@@ -1,23 +1,22 @@
 """The window driving REAL runs of the demo pipeline through the real engine process: queue, scrub, replay,
-decode, cancel, reopen from the history, and the engine killed mid-run. One window and engine for the module
-(torch loads once); the tests run in file order."""
+decode, cancel, reopen from the history, and the engine killed mid-run. The live folder's window and engine
+(conftest.py: torch loads once for the folder); the tests run in file order."""
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
 
 import pytest
 
-from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window, run_job
+from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, run_job
 
 pytestmark = needs_demo
 
 
 @pytest.fixture(scope="module")
-def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
-    yield from open_live_window(tmp_path_factory, "gui-engine")
+def win(live_window):  # noqa: ANN001, ANN201 - the folder's window and engine, handed to this module (conftest.py)
+    return live_window
 
 
 def _run(qtbot, win, **prompt) -> object:  # noqa: ANN001

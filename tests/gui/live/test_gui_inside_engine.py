@@ -1,17 +1,15 @@
 """Inside the model on REAL demo runs: the block tree comes from the engine, a ticked bypass changes the run and
 unticking it restores a bit-identical one; a ghost-lab fault is found by the first-anomaly jump and its
-captured feature maps are shown. One window and engine for the module; the tests run in file order."""
+captured feature maps are shown. The live folder's window and engine (conftest.py); the tests run in file order."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 from PySide6.QtCore import Qt
 
 from ghostviewer.analysis.compare import compare_runs
 from ghostviewer.gui.widgets.block_tree import CAPTURE, NAME
-from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window, run_job
+from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, run_job
 
 pytestmark = needs_demo
 BLOCK = "unet.mid_block.attentions.0"  # Transformer2DModel: shape-preserving
@@ -19,8 +17,8 @@ FAULTY = "unet.down_blocks.1.attentions.0"  # where short-prompt-attention strik
 
 
 @pytest.fixture(scope="module")
-def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
-    yield from open_live_window(tmp_path_factory, "gui-inside")
+def win(live_window):  # noqa: ANN001, ANN201 - the folder's window and engine, handed to this module (conftest.py)
+    return live_window
 
 
 def _raise(win, widget) -> None:  # noqa: ANN001

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from ghostviewer.gui.models.queue_model import QueueModel
 from ghostviewer.gui.widgets.queue_panel import QueuePanel
 from ghostviewer.gui.widgets.verdict_badge import COLOURS
 from ghostviewer.record import RunWriter, StatRow, StepInfo
-from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window
+from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo
 
 WAIT_MS = 20_000
 
@@ -82,6 +81,7 @@ def test_engine_killed_mid_run_ends_the_job(fake_window, qtbot) -> None:  # noqa
     state = fake_window.state
     ended = _ended(state)
     job, _ = _start(qtbot, state, steps=300)
+    state.prompt.update(steps=3)  # the job that waits: short, it only has to run once the engine is back
     waiting = state.controller.queue_run()
     qtbot.waitUntil(lambda: job.step >= 2, timeout=WAIT_MS)
     with qtbot.waitSignal(state.engine.sigEngineDied, timeout=WAIT_MS):
@@ -96,7 +96,7 @@ def test_engine_killed_mid_run_ends_the_job(fake_window, qtbot) -> None:  # noqa
     with qtbot.waitSignal(state.engine.sigReady, timeout=WAIT_MS):
         fake_window.actions.restart_engine.trigger()
     qtbot.waitUntil(lambda: waiting.finished, timeout=WAIT_MS)
-    assert waiting.status == "done" and len(ended) == 2
+    assert waiting.status == "done" and waiting.step == 3 and len(ended) == 2
 
 
 def test_restart_mid_run_ends_the_job(fake_window, qtbot) -> None:  # noqa: ANN001
@@ -186,8 +186,8 @@ def test_a_failed_run_keeps_showing_its_first_anomaly(window, gui_env: Path) -> 
 
 # -- the real engine ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def live(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
-    yield from open_live_window(tmp_path_factory, "job-scheduler")
+def live(live_window):  # noqa: ANN001, ANN201 - the folder's window and engine, handed to this module (conftest.py)
+    return live_window
 
 
 @needs_demo

@@ -3,19 +3,17 @@ end; a ghost that does not reproduce (unseeded-noise) opens the comparison at th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, open_live_window, run_job
+from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, run_job
 
 pytestmark = needs_demo
 PROMPT = "a red circle on a blue background"
 
 
 @pytest.fixture(scope="module")
-def win(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
-    yield from open_live_window(tmp_path_factory, "replay-compare")
+def win(live_window):  # noqa: ANN001, ANN201 - the folder's window and engine, handed to this module (conftest.py)
+    return live_window
 
 
 def test_replay_twice_reports_k_of_n(win, qtbot) -> None:  # noqa: ANN001
