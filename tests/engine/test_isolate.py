@@ -18,6 +18,7 @@ from ghostviewer.engine.run.runner import execute_run
 from ghostviewer.record import RunRecord
 from ghostviewer.spec import RunSpec
 from tests.engine.test_runner import assert_no_leftovers
+from tests.script_in_process import run_script
 
 FAULT_BLOCK = "unet.down_blocks.1.attentions.0"
 RESNET = "unet.mid_block.resnets.0"
@@ -83,7 +84,9 @@ def test_repro_runs_without_ghostviewer_and_exits_1_on_nan(cases: dict) -> None:
 def test_healthy_resnet_repro_exits_0(cases: dict) -> None:
     result = cases["good"]
     assert result["class"].endswith("ResnetBlock2D") and result["rebuilt_by"] == "kwargs" and not result["faults"]
-    proc = _repro(result["repro"])
+    # in this process (no second torch import), GhostViewer and the tests refused while it runs; the fault's repro
+    # above runs in a fresh interpreter
+    proc = run_script(result["repro"], forbid=("ghostviewer", "tests"))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert "NaN 0  Inf 0" in proc.stdout
 
