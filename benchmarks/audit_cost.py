@@ -25,16 +25,8 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.architectures import SD15_UNET  # noqa: E402 - the published config, with the other architectures
 from ghostviewer.engine.judge_model.audit import audit_weights  # noqa: E402
-
-SD15_UNET = {  # runwayml/stable-diffusion-v1-5 unet/config.json
-    "act_fn": "silu", "attention_head_dim": 8, "block_out_channels": [320, 640, 1280, 1280],
-    "center_input_sample": False, "cross_attention_dim": 768,
-    "down_block_types": ["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
-    "downsample_padding": 1, "flip_sin_to_cos": True, "freq_shift": 0, "in_channels": 4, "layers_per_block": 2,
-    "mid_block_scale_factor": 1, "norm_eps": 1e-05, "norm_num_groups": 32, "out_channels": 4, "sample_size": 64,
-    "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"],
-}
 
 
 def build_sd15_unet_folder(folder: Path, dtype: torch.dtype) -> Path:
