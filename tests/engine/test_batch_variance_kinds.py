@@ -134,3 +134,14 @@ def test_a_batch_img2img_call_gives_an_init_image_per_image_bit_for_bit(
         assert old.shape == new.shape == (2, 64, 64, 3) and np.array_equal(old, new)
     finally:
         demo_loaded.pipe.scheduler = original
+
+
+def test_a_traced_ancestral_run_draws_its_step_noise_from_the_seed(demo_loaded, runs_dir: Path) -> None:  # noqa: ANN001
+    # the probed scheduler.step keeps its signature, so diffusers hands it the generator (it used to draw unseeded)
+    images = []
+    for _ in range(2):
+        # 4 steps: at 3 the demo's image hides the unseeded draws
+        result = api.run(demo_loaded.pipe, PROMPT, steps=4, seed=9, runs_dir=runs_dir, scheduler="euler_a")
+        with Image.open(result["image"]) as image:
+            images.append(np.asarray(image))
+    assert np.array_equal(images[0], images[1])
