@@ -260,7 +260,7 @@ def _judge(name: str, battery: _Battery, base: RunSpec, first: dict[str, Any], o
                           processors=sorted(_processors(battery.loaded.pipe)))
     if name == "batch_variance":
         if base.kind not in BATCH_KINDS:
-            return _finding(name, True, {}, skipped=f"a {base.kind} call draws its noise inside the pipeline")
+            return _finding(name, True, {}, skipped=f"batch variance is not checked for {base.kind} calls")
         batch = battery.run("batch_variance.batch", replace(base, batch=2), check_batch_variance=True)
         report = batch.get("batch_variance") or {}
         evidence = {"runs": [batch["run_dir"]], "images": [batch.get("image")], "verdicts": [_label(batch)],
