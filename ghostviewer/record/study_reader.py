@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,19 +50,52 @@ class StudyRecord(StoreRecord):
         self.created_at: str | None = meta.get("created_at")
 
     # -- low level -------------------------------------------------------------------------------------
-    def _run_dir(self, stored: str) -> Path:
+    def _run_dir(self, stored: str, seen: dict[str, Any] | None = None) -> Path:
+        """The run folder a row names, refused when it lies outside the study where it must not. `seen`: what
+        this listing already knows (the study's resolved folder, which of its subfolders are links), so that a
+        study of 10,000 runs is listed with one lstat a run instead of two whole path resolutions."""
         if not isinstance(stored, str) or "\x00" in stored:  # no path at all (a number, a NUL byte)
             raise RecordError(f"study {self.study_id} lists a run outside its folder (not a path): {ascii(stored)}")
+        seen = {} if seen is None else seen
+        if stored and not stored.startswith("/") and "\\" not in stored and ":" not in stored \
+                and self._plainly_inside(stored.split("/"), seen):
+            return self.path / stored  # the common case, a run in the study's own runs/: no Path parsed twice
         target = Path(stored)
         if target.is_absolute():
-            if self.kind in OWN_RUNS_ONLY and not target.resolve().is_relative_to(self.path.resolve()):
+            if self.kind in OWN_RUNS_ONLY and not target.resolve().is_relative_to(self._home(seen)):
                 # a sweep's (a baseline's, a watch's, a probe's) runs are all its own: one listed elsewhere is a
                 # tampered index, and resuming must not read, count or skip by a run somewhere else
                 raise RecordError(f"study {self.study_id} lists a run outside its folder: {ascii(stored)}")
             return target  # a run referenced from elsewhere (the original of a replay, the bad run of a bisection)
-        if not (self.path / target).resolve().is_relative_to(self.path.resolve()):
+        if not self._plainly_inside(list(target.parts), seen) and \
+                not (self.path / target).resolve().is_relative_to(self._home(seen)):
             raise RecordError(f"study {self.study_id} lists a run outside its folder: {ascii(stored)}")
         return self.path / target
+
+    def _home(self, seen: dict[str, Any]) -> Path:
+        home = seen.get("\x00home")
+        if home is None:
+            home = seen["\x00home"] = self.path.resolve()
+        return home
+
+    def _plainly_inside(self, parts: list[str], seen: dict[str, Any]) -> bool:
+        """A relative path (its parts) with no '..' whose every folder under the study is not a link lies inside
+        it (what resolving it would say, without resolving it); False: resolve it to know."""
+        if ".." in parts:
+            return False
+        here = seen.get("\x00path")
+        if here is None:
+            here = seen["\x00path"] = str(self.path)
+        for part in parts:
+            if part in ("", "."):
+                continue
+            here = os.path.join(here, part)
+            link = seen.get(here)
+            if link is None:
+                link = seen[here] = os.path.islink(here)
+            if link:
+                return False
+        return True
 
     # -- meta ------------------------------------------------------------------------------------------
     @property
@@ -99,8 +133,9 @@ class StudyRecord(StoreRecord):
         rows = self._query(
             "SELECT position, key, role, run_dir, status, verdict, first_anomaly, note FROM runs ORDER BY position"
         )
+        seen: dict[str, Any] = {}
         return [
-            StudyRun(position, _loads(key), role, self._run_dir(run_dir), status, verdict,
+            StudyRun(position, _loads(key), role, self._run_dir(run_dir, seen), status, verdict,
                      _loads(anomaly), note or "")
             for position, key, role, run_dir, status, verdict, anomaly, note in rows
         ]

@@ -47,6 +47,7 @@ def test_gallery_shows_thumbnails_badges_rates_and_opens_a_run(qtbot, sweep_stud
     assert [model.data(i, FAILED) for i in rows] == [False, True, False, True]
     assert [model.data(i, VERDICT) for i in rows] == ["ok", "nan", "ok", "nan"]
     assert "pipeline.prepare_latents" in model.data(rows[1], ANOMALY) and model.data(rows[0], ANOMALY) == ""
+    qtbot.waitUntil(lambda: all(model.data(i, Qt.ItemDataRole.DecorationRole) is not None for i in rows))  # decoded
     assert all(not model.data(i, Qt.ItemDataRole.DecorationRole).isNull() for i in rows)  # final images
     assert not gallery.view.grab().isNull()  # the delegate paints thumbnails and badges
     assert gallery.rates.table.rowCount() == 2 and gallery.rates.table.item(0, 2).text() == "50 %"

@@ -60,7 +60,11 @@ class StudyOpener(QObject):
         view."""
         try:
             study = StudyRecord(path)
-            kind, runs, result = study.kind, study.runs(), study.result
+            kind = study.kind
+            if kind in ("bisect", "sweep"):  # their views read the study themselves (a sweep's 10,000 runs once)
+                runs, result = [], None
+            else:
+                runs, result = study.runs(), study.result
         except RecordError as exc:
             self.reporter.note(messages.STUDY_FAILED.format(path=path, message=one_line(exc)))
             return None

@@ -2,8 +2,10 @@
 and sorted, and its statistics (analysis/sweep_stats.py) — a Qt list model the gallery's thumbnail view shows;
 SweepGridModel shows the same runs as a prompt × seed table (a seed that fails every prompt is a red column).
 
-Roles: DisplayRole "seed 7 · nan", ToolTipRole the details, DecorationRole the final image (a QImage, cached),
-and RUN_DIR / VERDICT / ANOMALY / FAILED for the delegate that paints the badges.
+Roles: DisplayRole "seed 7 · nan", ToolTipRole the details, DecorationRole the final image (a QImage, scaled to
+the largest cell, or None while it is decoded off the GUI thread: gallery_images.py — only the cells drawn ask, and a
+bounded cache keeps a 10,000-run sweep's memory flat), and RUN_DIR / VERDICT / ANOMALY / FAILED for the delegate
+that paints the badges. The grid's prompt numbers are counted once per read (its headers ask for them per row).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QImage
 
 from ghostviewer.analysis.sweep_stats import SweepStats, is_failure
+from ghostviewer.gui.models.gallery_images import GalleryImages
 from ghostviewer.gui.models.verdict_words import run_words
 from ghostviewer.record import RecordError, StudyRecord
 
@@ -75,8 +78,10 @@ class SweepEntry:
 
 class SweepModel(QAbstractListModel):
     changed = Signal()  # the study, its runs or the statistics changed (not just the filter)
+    imagesArrived = Signal(list)  # the run folders whose final images were just decoded (their cells redrawn)
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, synchronous: bool = False) -> None:
+        """synchronous (tests): images decoded when asked for, not off the GUI thread."""
         super().__init__(parent)
         self.study_dir: str | None = None
         self.status = ""
@@ -86,7 +91,11 @@ class SweepModel(QAbstractListModel):
         self.verdict_filter, self.prompt_filter, self.seed_filter = ALL, ALL, ALL
         self.sort = SORTS[0]
         self._shown: list[SweepEntry] = []
-        self._images: dict[str, QImage] = {}
+        self._row_of: dict[str, int] = {}  # run folder -> its row in the list
+        self._prompts: list[str] = []  # in list order, counted once per read
+        self._numbers: dict[str, int] = {}
+        self.images = GalleryImages(synchronous=synchronous, parent=self)
+        self.images.decoded.connect(self._on_images)
 
     # -- the study ------------------------------------------------------------------------------
     def open_study(self, path: str | Path) -> None:
@@ -96,15 +105,16 @@ class SweepModel(QAbstractListModel):
             raise RecordError(f"{Path(path).name} is a {record.kind} study, not a sweep")
         self.study_dir = str(record.path)
         self.verdict_filter, self.prompt_filter, self.seed_filter = ALL, ALL, ALL
-        self._images.clear()
-        self.refresh()
+        self.images.clear()
+        self.refresh(record)
 
-    def refresh(self) -> None:
-        """Re-read the study's index (one query): new runs appear, statistics follow."""
+    def refresh(self, record: StudyRecord | None = None) -> None:
+        """Re-read the study's index (one query): new runs appear, statistics follow. `record`: the study, opened
+        already."""
         if self.study_dir is None:
             return
         try:
-            record = StudyRecord(self.study_dir)
+            record = record or StudyRecord(self.study_dir)
             runs = [r for r in record.runs() if r.role == "member"]
             self.status, self.progress = record.status, record.progress
         except RecordError:
@@ -113,11 +123,17 @@ class SweepModel(QAbstractListModel):
                                    int(r.key.get("seed") or 0), r.verdict, r.status, r.first_anomaly)
                         for r in runs]
         self.stats = SweepStats.from_rows((r.key, r.verdict, r.first_anomaly, r.status) for r in runs)
+        self._count_prompts()
         self._apply()
         self.changed.emit()
 
+    def _count_prompts(self) -> None:
+        self._prompts = list(dict.fromkeys(e.prompt for e in self.entries))
+        self._numbers = {p: i for i, p in enumerate(self._prompts, 1)}
+
     def clear(self) -> None:
         self.study_dir, self.entries, self.stats, self.status = None, [], SweepStats(), ""
+        self._count_prompts()
         self._apply()
         self.changed.emit()
 
@@ -152,13 +168,18 @@ class SweepModel(QAbstractListModel):
             shown.sort(key=lambda e: (e.anomaly_rank(), not e.failed, e.position))
         self.beginResetModel()
         self._shown = shown
+        self._row_of = {e.run_dir: i for i, e in enumerate(shown)}
         self.endResetModel()
 
     def verdicts(self) -> list[str]:
         return sorted({e.label for e in self.entries})
 
     def prompts(self) -> list[str]:
-        return list(dict.fromkeys(e.prompt for e in self.entries))
+        return list(self._prompts)
+
+    def number(self, prompt: str) -> int:
+        """The prompt's number in the list (1-based, as in the rate table and chart); 0 when unknown."""
+        return self._numbers.get(prompt, 0)
 
     def healthy_twin(self, run_dir: str) -> str | None:
         """A healthy run of the same prompt (the nearest seed) to compare a failing one with; None if none."""
@@ -191,11 +212,18 @@ class SweepModel(QAbstractListModel):
             return self.image(e.run_dir)
         return {RUN_DIR: e.run_dir, VERDICT: e.label, ANOMALY: e.anomaly_words, FAILED: e.failed}.get(role)
 
-    def image(self, run_dir: str) -> QImage:
-        """The run's final image, read once (a null image when it has none)."""
-        if run_dir not in self._images:
-            self._images[run_dir] = QImage(str(Path(run_dir) / "images" / "final.png"))
-        return self._images[run_dir]
+    def image(self, run_dir: str) -> QImage | None:
+        """The run's final image when decoded (a null image when it has none); None while it is decoded off the
+        GUI thread (imagesArrived follows)."""
+        return self.images.get(str(Path(run_dir) / "images" / "final.png"))
+
+    def _on_images(self, paths: list[str]) -> None:
+        run_dirs = [str(Path(path).parents[1]) for path in paths]
+        rows = [self._row_of[r] for r in run_dirs if r in self._row_of]
+        if rows:  # one signal for the batch: the view redraws what it shows of that range
+            role = [Qt.ItemDataRole.DecorationRole]
+            self.dataChanged.emit(self.index(min(rows)), self.index(max(rows)), role)
+        self.imagesArrived.emit(run_dirs)
 
 
 class SweepGridModel(QAbstractTableModel):
@@ -209,7 +237,9 @@ class SweepGridModel(QAbstractTableModel):
         self.prompts: list[str] = []
         self.seeds: list[int] = []
         self._cells: dict[tuple[int, int], SweepEntry] = {}
+        self._cell_of: dict[str, tuple[int, int]] = {}  # run folder -> its cell
         runs.modelReset.connect(self._rebuild)
+        runs.imagesArrived.connect(self._on_images)
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -223,15 +253,22 @@ class SweepGridModel(QAbstractTableModel):
             cells.setdefault((row[e.prompt], column[e.seed]), e)
         self.beginResetModel()
         self.prompts, self.seeds, self._cells = prompts, seeds, cells
+        self._cell_of = {e.run_dir: cell for cell, e in cells.items()}
         self.endResetModel()
+
+    def _on_images(self, run_dirs: list[str]) -> None:
+        cells = [self._cell_of[r] for r in run_dirs if r in self._cell_of]
+        if cells:
+            rows, columns = [c[0] for c in cells], [c[1] for c in cells]
+            self.dataChanged.emit(self.index(min(rows), min(columns)), self.index(max(rows), max(columns)),
+                                  [Qt.ItemDataRole.DecorationRole])
 
     def entry(self, row: int, column: int) -> SweepEntry | None:
         return self._cells.get((row, column))
 
     def number(self, prompt: str) -> int:
         """The prompt's number in the list (1-based, as in the rate table and chart); 0 when unknown."""
-        prompts = self.runs.prompts()
-        return prompts.index(prompt) + 1 if prompt in prompts else 0
+        return self.runs.number(prompt)
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008 - Qt's name and default
         return 0 if parent.isValid() else len(self.prompts)

@@ -46,6 +46,7 @@ SIZE_HINT = (860, 300)
 WIDE_PX = 1100  # from this width the settings, the images and the heat map stand side by side
 PARTS = ("Settings", "Images", "Δ per module")
 PICKER_RUNS, PICKER_STUDIES = 300, 30  # the newest (older runs: select two in the history, Ctrl+K)
+PICKER_CHILDREN = 40  # a study's first runs (a sweep of 10,000 would make the list, and each refresh, crawl)
 PANES = ("A step", "B step", "|A−B| step", "A final", "B final", "|A−B| final")
 
 
@@ -246,7 +247,7 @@ class CompareView(QWidget):
         for entry in self.history.entries[:PICKER_RUNS]:
             self.picker.addItem(f"{entry.run_id} · seed {entry.seed} · {entry.state(None)}", entry.path)
         for study in self.history.studies[:PICKER_STUDIES]:
-            for child in study.children:
+            for child in study.children[:PICKER_CHILDREN]:
                 self.picker.addItem(f"{Path(child.path).name} · {study.kind} #{child.position} {child.role} · "
                                     f"{child.state()}", child.path)
         self.picker.blockSignals(False)

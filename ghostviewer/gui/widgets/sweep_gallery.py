@@ -153,7 +153,11 @@ class SweepGrid(QTableView):
             header.setHighlightSections(False)
         model.modelReset.connect(self.fit_cells)
         model.headerDataChanged.connect(lambda *_a: self.fit_cells())
-        model.dataChanged.connect(lambda *_a: self.fit_headers())
+        model.dataChanged.connect(self._on_data_changed)
+
+    def _on_data_changed(self, _first: QModelIndex, _last: QModelIndex, roles: list[int] | None = None) -> None:
+        if list(roles or ()) != [Qt.ItemDataRole.DecorationRole]:  # images coming in change no header
+            self.fit_headers()
 
     def fit_headers(self) -> None:
         """The prompt rows' header as wide as its widest text, drawn bold ("2  50 %" never cut to "  50 %")."""
