@@ -1,6 +1,7 @@
 """Run a script GhostViewer writes (repro.py) the way `python script.py ARGS` runs it from its folder, but in the
 test's own process: torch and diffusers are already imported there, which saves the ~5-9 CPU-s a fresh interpreter
-spends importing them. Each test that uses this also runs the same kind of script once as a real subprocess.
+spends importing them. Each kind of script still runs once as a real subprocess in the suite: an isolated folder's
+repro.py in tests/engine/test_isolate.py, a bundle's repro.py in tests/record/test_bundle.py.
 
 `forbid` names packages the script must not import (a standalone repro needs no GhostViewer): they are hidden
 from sys.modules and refused by an import hook while it runs, which a subprocess without them on its path shows

@@ -5,9 +5,6 @@ that cannot be rebuilt (the user's own wrapper) is fuzzed as the live module in 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -55,16 +52,10 @@ class ZeroAttention(AttnProcessor2_0):
 SCALE = 0.0  # a module constant the processor reads: written into repro.py with it
 
 
-def _repro(path: str, *flags: str) -> subprocess.CompletedProcess:
-    """repro.py as a user runs it: `python repro.py` in its folder, with no path to GhostViewer."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "repro.py", *flags], capture_output=True, text=True,
-                          cwd=Path(path).parent, env=env, timeout=180)
-
-
-def _repro_here(path: str, *flags: str) -> Finished:
-    """The same in this process (no second torch import), with GhostViewer and the tests refused if it imports
-    them: the subprocess above runs the same kind of script once."""
+def _repro(path: str, *flags: str) -> Finished:
+    """repro.py as a user runs it (`python repro.py` in its folder), with GhostViewer and the tests refused if it
+    imports them; in this process (no second torch import): tests/engine/test_isolate.py runs an isolated repro.py
+    in a fresh interpreter."""
     return run_script(path, *flags, forbid=STANDALONE)
 
 
@@ -95,7 +86,7 @@ def test_repro_carries_the_users_processor_source_and_reproduces(demo_loaded, ru
     proc = _repro(result["repro"])
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert "collapsed: every value is 0" in proc.stdout
-    default = _repro_here(result["repro"], "--default-processor")  # without the user's code: not reproduced
+    default = _repro(result["repro"], "--default-processor")  # without the user's code: not reproduced
     assert default.returncode == 0, default.stdout + default.stderr[-2000:]
     assert "The user's own" in (Path(result["out_dir"]) / "README.md").read_text()
 
@@ -113,7 +104,7 @@ def test_repro_names_a_processor_whose_source_cannot_be_read(demo_loaded, runs_d
     source = Path(result["repro"]).read_text()
     assert "# NOTE: the recorded run had the user's processor notebook_cell.CellAttention" in source
     assert "--default-processor" not in source
-    proc = _repro_here(result["repro"])  # runs diffusers' default, as the note says: does not reproduce
+    proc = _repro(result["repro"])  # runs diffusers' default, as the note says: does not reproduce
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
 
 
