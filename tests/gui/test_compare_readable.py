@@ -5,12 +5,14 @@ settings, images and heat map as tabs across the dock where three columns would 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication
 
+from ghostviewer.gui.app_settings import AppSettings
 from tests.gui.fake_runs import write_fake_run
 
 SIZES = [(1280, 720), (1366, 768)]
@@ -34,15 +36,38 @@ def _open(window, qtbot, size: tuple[int, int], reset: bool, a: Path, b: Path) -
     model = window.state.controller.compare
     model.synchronous = True
     assert window.state.controller.compare_runs(str(a), str(b))
-    qtbot.waitUntil(lambda: model.comparison is not None)
+    qtbot.waitUntil(lambda: model.comparison is not None and Path(model.comparison.run_a) == a
+                    and Path(model.comparison.run_b) == b)
     QApplication.processEvents()
     return window.compare_view
 
 
-@pytest.mark.parametrize("reset", [False, True])
-@pytest.mark.parametrize("size", SIZES)
-def test_compare_names_both_runs_whole_and_picks_b(window, qtbot, gui_env: Path, size, reset: bool) -> None:  # noqa: ANN001
-    runs = _runs(gui_env)
+@pytest.fixture(scope="module")
+def four_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The four runs, written once: the tests below only read them."""
+    return _runs(tmp_path_factory.mktemp("compare-readable-runs"))
+
+
+@pytest.fixture(scope="module", params=[(size, reset) for reset in (False, True) for size in SIZES],
+                ids=lambda p: f"{p[0][0]}x{p[0][1]}-{'reset' if p[1] else 'default'}")
+def sized(request: pytest.FixtureRequest, qapp, tmp_path_factory: pytest.TempPathFactory,  # noqa: ANN001
+          four_runs: list[Path]) -> Iterator[tuple[object, tuple[int, int], bool]]:
+    """One window per size and layout (default, or after Reset layout), new; both tests of that size compare in it,
+    as a user compares one pair and then another."""
+    from ghostviewer.gui.app import create_window
+
+    size, reset = request.param
+    window = create_window(AppSettings(tmp_path_factory.mktemp("compare-readable") / "settings.ini"), dialogs=False)
+    window.state.history.set_runs_dir(four_runs[0].parent)
+    yield window, size, reset
+    window.state.controller.shutdown()
+    window.close()
+    window.deleteLater()
+
+
+def test_compare_names_both_runs_whole_and_picks_b(sized, qtbot, four_runs: list[Path]) -> None:  # noqa: ANN001
+    window, size, reset = sized
+    runs = four_runs
     view = _open(window, qtbot, size, reset, runs[3], runs[2])
     assert view.isVisible()
     assert runs[3].name in view.title.text() and runs[2].name in view.title.text(), view.title.text()
@@ -54,11 +79,11 @@ def test_compare_names_both_runs_whole_and_picks_b(window, qtbot, gui_env: Path,
     assert Path(view.picker.currentData()) == runs[3]
 
 
-@pytest.mark.parametrize("reset", [False, True])
-@pytest.mark.parametrize("size", SIZES)
-def test_setting_values_are_never_cut(window, qtbot, gui_env: Path, size, reset: bool) -> None:  # noqa: ANN001
-    runs = _runs(gui_env)
+def test_setting_values_are_never_cut(sized, qtbot, four_runs: list[Path]) -> None:  # noqa: ANN001
+    window, size, reset = sized
+    runs = four_runs
     view = _open(window, qtbot, size, reset, runs[0], runs[1])
+    assert Path(view.picker.currentData()) == runs[1], view.picker.currentText()
     table = view.settings
     assert not view.wide, "at these sizes the three parts are tabs"
     view.tabs.setCurrentWidget(table)
