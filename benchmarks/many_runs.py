@@ -11,7 +11,8 @@ interleaved, the median round shown with the range). Figures printed at the end,
   measures the gaps, as benchmarks/gui_stall.py does; goal ≤ 30 ms);
 - filter: seconds to apply a history filter that matches about 1 run in 100 (goal ≤ 0.1 s), and until the filtered
   rows are painted (filter_painted_s: the view lays its rows out as it paints them);
-- scroll: the longest stall while the history is scrolled from top to bottom, a page at a time;
+- scroll: the longest stall while the history is scrolled from top to bottom, a page at a time, and the GUI
+  thread's CPU time to draw a page (median, maximum: the stall an idle machine would see);
 - memory: the window process's resident memory after scrolling;
 - record opens: how many run/study records were opened on the GUI thread and off it while the window opened and
   filled the history (the runs index, record/runs_index.py, should leave both at 0 once it is up to date).
@@ -235,13 +236,27 @@ def use_window(window, figures: dict) -> dict:  # noqa: ANN001 - a MainWindow
     bar = panel.tree.verticalScrollBar()
     meter = StallMeter()
     meter.start()
-    for value in range(0, bar.maximum() + 1, max(bar.pageStep(), 1)):
-        bar.setValue(value)
-        spin(0.01)
+    page_cpu = scroll_pages(bar)
     scroll_stall = meter.stop()
     panel.tree.viewport().removeEventFilter(watch)
     return {**figures, "filter_s": round(filter_s, 3), "filter_painted_s": round(filter_painted_s, 3),
-            "filter_rows": filter_rows, "scroll_stall_ms": scroll_stall, "rss_mb": round(rss_mb())}
+            "filter_rows": filter_rows, "scroll_stall_ms": scroll_stall, **page_cpu, "rss_mb": round(rss_mb())}
+
+
+def scroll_pages(bar) -> dict:  # noqa: ANN001 - a QScrollBar
+    """Page `bar` from top to bottom, 10 ms between pages; the GUI thread's CPU time per page (each page drawn
+    at once: what a stall costs on an idle machine, whatever the load of this one), its median and maximum."""
+    from PySide6.QtWidgets import QApplication
+
+    costs = []
+    for value in range(0, bar.maximum() + 1, max(bar.pageStep(), 1)):
+        cpu = time.thread_time()
+        bar.setValue(value)
+        QApplication.processEvents()  # the page drawn
+        costs.append(1000 * (time.thread_time() - cpu))
+        spin(0.01)
+    costs.sort()
+    return {"scroll_page_cpu_ms": (round(costs[len(costs) // 2], 1), round(costs[-1], 1)) if costs else None}
 
 
 def close(window) -> None:  # noqa: ANN001 - a MainWindow
@@ -273,7 +288,7 @@ def measure(folders: dict[str, Path], settings_dir: Path, rounds: int = 3) -> di
     for name, rows in results.items():
         ordered = sorted(rows, key=lambda f: f["up_and_filled_s"])
         median = dict(ordered[len(ordered) // 2])
-        for key in ("filter_s", "filter_painted_s", "filter_rows", "scroll_stall_ms", "rss_mb"):
+        for key in ("filter_s", "filter_painted_s", "filter_rows", "scroll_stall_ms", "scroll_page_cpu_ms", "rss_mb"):
             median[key] = rows[0].get(key)
         median["up_and_filled_range_s"] = (ordered[0]["up_and_filled_s"], ordered[-1]["up_and_filled_s"])
         median["open_range_s"] = (min(r["open_s"] or 0 for r in rows), max(r["open_s"] or 0 for r in rows))
