@@ -5,7 +5,27 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from tests.gui.handover import hand_over, open_fake_window
+
+
+@pytest.fixture(scope="module")
+def _module_window(qapp, request: pytest.FixtureRequest,  # noqa: ANN001 - pytest-qt's
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    from pytestqt.qtbot import QtBot
+
+    yield from open_fake_window(QtBot(request), tmp_path_factory, "fake-engine-window")
+
+
+@pytest.fixture
+def fake_window(_module_window, qtbot, tmp_path: Path):  # noqa: ANN001, ANN201
+    """One window and stand-in engine for the module (a window costs ~0.5 CPU s), handed to each test as new."""
+    hand_over(_module_window, qtbot, tmp_path / "runs")
+    return _module_window
 
 
 def _finish(qtbot, win, job_id: int, timeout: int = 20000) -> None:  # noqa: ANN001

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ghostviewer.record import RunRecord
-from tests.gui.live.conftest import hand_over
+from tests.gui.handover import hand_over
 from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, run_job
 
 pytestmark = needs_demo

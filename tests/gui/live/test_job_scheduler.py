@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,26 @@ from ghostviewer.gui.models.queue_model import QueueModel
 from ghostviewer.gui.widgets.queue_panel import QueuePanel
 from ghostviewer.gui.widgets.verdict_badge import COLOURS
 from ghostviewer.record import RunWriter, StatRow, StepInfo
+from tests.gui.handover import hand_over, open_fake_window
 from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo
 
 WAIT_MS = 20_000
+
+
+@pytest.fixture(scope="module")
+def _module_fake_window(qapp, request: pytest.FixtureRequest,  # noqa: ANN001 - pytest-qt's
+                        tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    from pytestqt.qtbot import QtBot
+
+    yield from open_fake_window(QtBot(request), tmp_path_factory, "job-scheduler-fake")
+
+
+@pytest.fixture
+def fake_window(_module_fake_window, qtbot, tmp_path: Path):  # noqa: ANN001, ANN201
+    """One window and stand-in engine for the module's stand-in tests, handed to each as new (the engine restarted
+    where the test before killed or stopped it)."""
+    hand_over(_module_fake_window, qtbot, tmp_path / "runs", WAIT_MS)
+    return _module_fake_window
 
 
 def _ended(state) -> list[tuple[int, str]]:  # noqa: ANN001 - the window's AppState
