@@ -33,18 +33,34 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return Path(a["run_dir"]), Path(b["run_dir"])
 
 
-@pytest.fixture
-def win(qtbot, runs: tuple[Path, Path], tmp_path: Path) -> Iterator:  # noqa: ANN001 - pytest-qt's fixture
+def _window(settings: Path, runs: tuple[Path, Path]) -> object:
     """A shown window at 1366×768 (no engine: a comparison reads records only) on the module's runs folder."""
     from ghostviewer.gui.app import create_window
 
-    window = create_window(AppSettings(tmp_path / "settings.ini"), dialogs=False)
-    qtbot.addWidget(window)
+    window = create_window(AppSettings(settings), dialogs=False)
     window.state.history.set_runs_dir(runs[0].parent)
     window.show()
     window.resize(1366, 768)
+    return window
+
+
+@pytest.fixture
+def fresh_win(qtbot, runs: tuple[Path, Path], tmp_path: Path) -> Iterator:  # noqa: ANN001 - pytest-qt's fixture
+    """A new window: what the first comparison a user opens does to it."""
+    window = _window(tmp_path / "settings.ini", runs)
+    qtbot.addWidget(window)
     yield window
     window.state.controller.shutdown()
+
+
+@pytest.fixture(scope="module")
+def win(qapp, runs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+    """One window for the tests below, which compare again in it (as a user does) or pick from its history."""
+    window = _window(tmp_path_factory.mktemp("compare-view") / "settings.ini", runs)
+    yield window
+    window.state.controller.shutdown()
+    window.close()
+    window.deleteLater()
 
 
 def _compare(qtbot, win, a: Path, b: Path) -> object:  # noqa: ANN001
@@ -65,7 +81,8 @@ def test_delta_grid_starts_at_the_initial_noise(runs: tuple[Path, Path]) -> None
     assert differs[noise] and deltas[noise] > 0
 
 
-def test_two_seeds_side_by_side(win, qtbot, runs: tuple[Path, Path]) -> None:  # noqa: ANN001
+def test_two_seeds_side_by_side(fresh_win, qtbot, runs: tuple[Path, Path]) -> None:  # noqa: ANN001
+    win = fresh_win
     model = _compare(qtbot, win, *runs)
     view, state = win.compare_view, win.state
     assert view.isVisible(), "opening a comparison brings the Compare dock forward"
