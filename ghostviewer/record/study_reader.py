@@ -89,7 +89,7 @@ class StudyRecord(StoreRecord):
         for part in parts:
             if part in ("", "."):
                 continue
-            here = os.path.join(here, part)
+            here = here + os.sep + part  # not os.path.join: 10,000 runs
             link = seen.get(here)
             if link is None:
                 link = seen[here] = os.path.islink(here)

@@ -72,6 +72,25 @@ class SweepRates(QWidget):
 
     def refresh(self) -> None:
         rows = self.rows()
+        header = self.table.horizontalHeader()
+        for column in (1, 2):  # fitted once at the end, not once per cell (100 prompts: 0.9 s -> a few ms)
+            header.setSectionResizeMode(column, header.ResizeMode.Interactive)
+        self.table.setUpdatesEnabled(False)
+        try:
+            self._fill(rows)
+        finally:
+            for column in (1, 2):
+                header.setSectionResizeMode(column, header.ResizeMode.ResizeToContents)
+            self.table.setUpdatesEnabled(True)
+        heights = np.array([r[3] for r in rows], dtype=float)
+        brushes = [pg.mkBrush(BAR_BAD if h > 0 else BAR_OK) for h in heights]
+        self.bars.setOpts(x=np.arange(len(rows)), height=np.maximum(heights, 0.01), width=0.8, brushes=brushes)
+        self.plot.setLabel("bottom", self.kind)
+        self._labels = [(i, str(i + 1) if self.kind == "prompt" else str(r[0])) for i, r in enumerate(rows)]
+        self._fit_ticks()
+        self.plot.setXRange(-0.6, max(len(rows), 1) - 0.4, padding=0)
+
+    def _fill(self, rows: list[tuple[object, int, int, float]]) -> None:
         self.table.setRowCount(len(rows))
         for i, (key, failed, total, rate) in enumerate(rows):
             name = f"{i + 1}. {key}" if self.kind == "prompt" else f"seed {key}"
@@ -84,13 +103,6 @@ class SweepRates(QWidget):
                 if j:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(i, j, item)
-        heights = np.array([r[3] for r in rows], dtype=float)
-        brushes = [pg.mkBrush(BAR_BAD if h > 0 else BAR_OK) for h in heights]
-        self.bars.setOpts(x=np.arange(len(rows)), height=np.maximum(heights, 0.01), width=0.8, brushes=brushes)
-        self.plot.setLabel("bottom", self.kind)
-        self._labels = [(i, str(i + 1) if self.kind == "prompt" else str(r[0])) for i, r in enumerate(rows)]
-        self._fit_ticks()
-        self.plot.setXRange(-0.6, max(len(rows), 1) - 0.4, padding=0)
 
     def _fit_ticks(self) -> None:
         """As many axis labels as the chart's width holds (50 seeds in 200 px: every third), never overlapping."""
