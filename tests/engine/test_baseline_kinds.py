@@ -23,6 +23,10 @@ from ghostviewer.spec import RunSpec
 
 PROMPTS = ["a red circle on a blue background", "a green square on a white background",
            "a yellow triangle on a black background", "a blue star on an orange background"]
+# two-step runs of white or black backgrounds may be judged saturated: the LoRA and ControlNet builds use others
+COLOURFUL = ["a red circle on a blue background", "a yellow triangle on a green background",
+             "a blue star on an orange background", "a green cross on a red background",
+             "an orange square on a blue background"]
 STEPS, STRENGTH = 4, 0.75  # int(4 × 0.75) = 3 denoising steps
 
 
@@ -129,3 +133,51 @@ def test_a_build_that_cannot_run_is_refused_up_front(refusals: Path, tmp_path: P
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and words in err[0], err
     assert not runs_dir.exists() or not any(runs_dir.iterdir())  # nothing ran, no study
+
+
+@pytest.fixture(scope="module")
+def adapters(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A LoRA file and a saved ControlNet for the demo, and a control image."""
+    from tests.engine.tiny_controlnet import build_controlnet, control_image, save_controlnet
+    from tests.engine.tiny_lora import lora_states, save_lora
+
+    folder = tmp_path_factory.mktemp("adapters")
+    _, good = lora_states(demo_loaded.pipe.unet)
+    control_image().save(folder / "control.png")
+    return {"lora": save_lora(good, folder, "good.safetensors"), "control": folder / "control.png",
+            "controlnet": save_controlnet(build_controlnet(demo_loaded.pipe), folder / "controlnet")}
+
+
+def _cli_build(runs_dir: Path, capsys, *flags: str) -> dict:
+    code = main(["baseline", "build", "--pipeline", "demo", "--prompts", str(runs_dir.parent / "few.txt"),
+                 "--seeds", "0-1", "--steps", "2", "--runs-dir", str(runs_dir), "--json", *flags])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+@pytest.mark.parametrize("kind", ["lora", "controlnet"])
+def test_cli_builds_lora_and_controlnet_baselines_that_their_runs_find(demo_loaded, adapters, tmp_path: Path,
+                                                                       capsys, kind: str) -> None:
+    (tmp_path / "few.txt").write_text("\n".join(COLOURFUL) + "\n")
+    runs_dir = tmp_path / "runs"
+    if kind == "lora":
+        flags = ["--lora", f"{adapters['lora']}:0.5"]
+        spec = RunSpec(prompt=PROMPTS[1], seed=9, steps=2, adapters=(f"{adapters['lora']}:0.5",))
+        other = spec.updated(adapters=[f"{adapters['lora']}:1.0"])
+        said = "LoRA scales [1.0] vs [0.5]: judged as other weights"
+    else:
+        flags = ["--control-image", str(adapters["control"]), "--controlnet", str(adapters["controlnet"])]
+        spec = RunSpec(prompt=PROMPTS[1], seed=9, steps=2, control_image=str(adapters["control"]),
+                       controlnet=str(adapters["controlnet"]))
+        other = spec.updated(controlnet_scale=0.5)
+        said = "ControlNet scale 0.5 vs 1.0: only the text encoder compared"
+    built = _cli_build(runs_dir, capsys, *flags)
+    assert built["healthy"] >= 8 and ("lora_scales" in built["settings"] or built["settings"]["kind"] == "controlnet")
+    found = execute_run(demo_loaded, spec, runs_dir)
+    # (whether it drifts is not asked: an envelope of 8 two-step runs is too narrow to spare every healthy run)
+    assert found["baseline"]["match"] == "exact" and found["baseline"]["key"] == built["key"]
+    nearest = execute_run(demo_loaded, other, runs_dir)["baseline"]
+    assert nearest["key"] == built["key"] and said in nearest["differences"][0], nearest
+    plain = execute_run(demo_loaded, RunSpec(prompt=PROMPTS[1], seed=9, steps=2), runs_dir)
+    assert (plain["baseline"] or {}).get("key") != built["key"]  # a text-to-image run of the pipeline alone
