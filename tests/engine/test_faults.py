@@ -31,22 +31,22 @@ def test_every_fault_is_listed_with_where_it_lives() -> None:
 
 
 def test_short_prompt_attention_blanks_short_prompts_only(demo_loaded, runs_dir: Path) -> None:
-    short = _run(demo_loaded, runs_dir, "red circle", "short-prompt-attention", steps=4)
+    short = _run(demo_loaded, runs_dir, "red circle", "short-prompt-attention", steps=2)
     assert short["verdict"]["label"] in ("nan", "blank")
     anomaly = short["first_anomaly"]
     assert anomaly["module"].startswith(FAULTS["short-prompt-attention"].injected_at)
     assert anomaly["kind"] == "nan" and anomaly["phase"] == "denoise" and anomaly["step"] == 0
     assert np.asarray(Image.open(short["image"])).max() == 0  # written, and black
-    long = _run(demo_loaded, runs_dir, "a red circle on a blue background", "short-prompt-attention", steps=4)
+    long = _run(demo_loaded, runs_dir, "a red circle on a blue background", "short-prompt-attention", steps=2)
     assert long["verdict"]["label"] == "ok" and long["first_anomaly"] is None
     assert_no_leftovers(demo_loaded.pipe)
 
 
 def test_nan_latents_hit_about_one_seed_in_ten(demo_loaded, runs_dir: Path) -> None:
-    bad = _run(demo_loaded, runs_dir, "a green square on a white background", "nan-latents", seed=17, steps=4)
+    bad = _run(demo_loaded, runs_dir, "a green square on a white background", "nan-latents", seed=17, steps=2)
     assert bad["verdict"]["label"] == "nan"
     assert bad["first_anomaly"] == {"phase": "denoise", "step": 0, "module": "pipeline.prepare_latents", "kind": "nan"}
-    good = _run(demo_loaded, runs_dir, "a green square on a white background", "nan-latents", seed=18, steps=4)
+    good = _run(demo_loaded, runs_dir, "a green square on a white background", "nan-latents", seed=18, steps=2)
     assert good["first_anomaly"] is None
 
 
@@ -69,18 +69,18 @@ def test_fp16_vae_overflow_is_black_in_float16_and_flagged_in_float32(demo_loade
 
 
 def test_inf_trigger_word_only_hits_prompts_with_the_word(demo_loaded, runs_dir: Path) -> None:
-    hit = _run(demo_loaded, runs_dir, "a purple cross on a yellow background", "inf-trigger-word", steps=4)
+    hit = _run(demo_loaded, runs_dir, "a purple cross on a yellow background", "inf-trigger-word", steps=2)
     assert hit["verdict"]["label"] == "nan"
     assert hit["first_anomaly"] == {"phase": "encode", "step": None, "module": "text_encoder.embeddings", "kind": "inf"}
-    miss = _run(demo_loaded, runs_dir, "a red cross on a yellow background", "inf-trigger-word", steps=4)
+    miss = _run(demo_loaded, runs_dir, "a red cross on a yellow background", "inf-trigger-word", steps=2)
     assert miss["first_anomaly"] is None and miss["verdict"]["label"] == "ok"
     assert np.isfinite(demo_loaded.pipe.text_encoder.get_input_embeddings().weight.detach().numpy()).all()  # restored
 
 
 def test_unseeded_noise_makes_the_same_seed_differ(demo_loaded, runs_dir: Path) -> None:
     prompt = "a blue triangle on an orange background"
-    a = _run(demo_loaded, runs_dir, prompt, "unseeded-noise", seed=9, steps=4)
-    b = _run(demo_loaded, runs_dir, prompt, "unseeded-noise", seed=9, steps=4)
+    a = _run(demo_loaded, runs_dir, prompt, "unseeded-noise", seed=9, steps=2)
+    b = _run(demo_loaded, runs_dir, prompt, "unseeded-noise", seed=9, steps=2)
     assert a["verdict"]["label"] == "ok" and b["verdict"]["label"] == "ok"
     ra, rb = RunRecord(Path(a["run_dir"])), RunRecord(Path(b["run_dir"]))
     assert np.array_equal(ra.tensors("initial_noise")["latents"], rb.tensors("initial_noise")["latents"])
