@@ -79,7 +79,8 @@ def test_sqlite_full_in_a_study_index_names_its_folder_and_the_room_left(
 def test_a_sweep_whose_index_fills_the_disk_exits_2_naming_the_study_folder(
         tmp_path: Path, runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     listing = tmp_path / "list.txt"
-    listing.write_text("a red circle on a blue background\n")
+    # a long prompt: each run's row in the index is ~2 KB, so the index fills after a few runs (~35 short ones)
+    listing.write_text("a red circle on a blue background" + ", in a quiet room" * 100 + "\n")
     _limit_study_pages(monkeypatch, spare=1)
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
