@@ -72,10 +72,8 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return demo_run(tmp_path_factory, tmp_path_factory.mktemp("broken-source"), "red circle", steps=2)
 
 
-@pytest.fixture
-def broken(real_run: Path, tmp_path: Path) -> Path:
+def _broken_folder(real_run: Path, runs: Path) -> Path:
     """A runs folder holding one good run and one copy of it per corruption (folder names are the BROKEN keys)."""
-    runs = tmp_path / "runs"
     runs.mkdir()
     shutil.copytree(real_run, runs / "good", symlinks=True)
     for name, (corrupt, _said) in BROKEN.items():
@@ -86,19 +84,46 @@ def broken(real_run: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def win(qtbot, broken: Path, tmp_path: Path) -> Iterator:  # noqa: ANN001
+def broken(real_run: Path, tmp_path: Path) -> Path:
+    return _broken_folder(real_run, tmp_path / "runs")
+
+
+def _window(settings: Path, runs: Path) -> object:
     """A shown window (no engine) whose reporter opens real dialogs: any modal box would be seen."""
     from ghostviewer.gui.app import create_window
 
-    window = create_window(AppSettings(tmp_path / "settings.ini"), dialogs=True)
-    qtbot.addWidget(window)
-    window.state.history.set_runs_dir(broken)
+    window = create_window(AppSettings(settings), dialogs=True)
+    window.state.history.set_runs_dir(runs)
     window.resize(1366, 768)
     window.show()
-    qtbot.waitExposed(window)
-    yield window
+    return window
+
+
+def _close(window) -> None:  # noqa: ANN001
     window.state.step_data.shutdown()
     window.state.controller.shutdown()
+
+
+@pytest.fixture
+def win(qtbot, broken: Path, tmp_path: Path) -> Iterator:  # noqa: ANN001
+    window = _window(tmp_path / "settings.ini", broken)
+    qtbot.addWidget(window)
+    qtbot.waitExposed(window)
+    yield window
+    _close(window)
+
+
+@pytest.fixture(scope="module")
+def picking(qapp, real_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:  # noqa: ANN001
+    """One window and one broken folder (only read) for every pick below: each starts from the good run shown, as a
+    user goes from one run to the next."""
+    root = tmp_path_factory.mktemp("broken-picking")
+    runs = _broken_folder(real_run, root / "runs")
+    window = _window(root / "settings.ini", runs)
+    yield window, runs
+    _close(window)
+    window.close()
+    window.deleteLater()
 
 
 def no_dialog(window) -> bool:  # noqa: ANN001
@@ -144,7 +169,9 @@ def test_the_history_lists_every_broken_folder_with_its_problem(qtbot, broken: P
 
 
 @pytest.mark.parametrize("name", list(BROKEN))
-def test_picking_a_broken_run_is_one_line_never_a_dialog(name: str, win, qtbot, broken: Path) -> None:  # noqa: ANN001
+def test_picking_a_broken_run_is_one_line_never_a_dialog(name: str, picking, qtbot) -> None:  # noqa: ANN001
+    win, broken = picking
+    qtbot.waitExposed(win)
     state, bar = win.state, win.statusBar()
     state.opener.open_run(broken / "good")
     settle(qtbot, win)
