@@ -4,14 +4,33 @@ are deterministic by seed, so an original written with a NaN diverges and a fres
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from ghostviewer.gui import messages
 from ghostviewer.gui.coordinators.replay_coordinator import check_replays, describe_replays
 from tests.gui.fake_runs import write_fake_run
+from tests.gui.handover import hand_over, open_fake_window
 
 WAIT_MS = 30_000
 SETTINGS = {"prompt": "a red circle", "seed": 3, "steps": 5, "guidance": 7.5, "source": "demo", "device": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def _module_window(qapp, request: pytest.FixtureRequest,  # noqa: ANN001 - pytest-qt's
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    from pytestqt.qtbot import QtBot
+
+    yield from open_fake_window(QtBot(request), tmp_path_factory, "replay-coordinator-window")
+
+
+@pytest.fixture
+def fake_window(_module_window, qtbot, gui_env: Path):  # noqa: ANN001, ANN201
+    """One window and stand-in engine for the module, handed to each test as new (on the test's runs folder)."""
+    hand_over(_module_window, qtbot, gui_env)
+    return _module_window
 
 
 def test_check_replays_counts_and_finds_the_first_divergence(gui_env: Path) -> None:
@@ -38,7 +57,7 @@ def test_replay_twice_reproduces(fake_window, qtbot) -> None:  # noqa: ANN001
     result = checked.args[0]
     assert first is not None and first.replay_of == original.run_dir
     assert (result["times"], result["reproduced_count"], result["reproduced"]) == (2, 2, True)
-    replays = [j for j in state.queue.jobs() if j.replay_of]
+    replays = [j for j in state.queue.jobs() if j.replay_of == original.run_dir]
     assert len(replays) == 2 and all(j.status == "done" for j in replays)
     assert sorted(result["replays"]) == sorted(j.run_dir for j in replays) and len(set(result["replays"])) == 2
     assert fake_window.statusBar().currentMessage() == "Replays of seed 5: reproduced 2/2."
