@@ -128,7 +128,7 @@ def test_a_build_that_cannot_run_is_refused_up_front(refusals: Path, tmp_path: P
     listed = refusals / "rows.jsonl"
     listed.write_text("".join(json.dumps(row) + "\n" for row in rows))
     runs_dir = tmp_path / "runs"
-    code = main(["baseline", "build", "--pipeline", "demo", "--prompts", str(listed), "--seeds", "0", "--steps",
+    code = main(["baseline", "build", "--pipeline", "demo", "--prompts", str(listed), "--seeds", "0-2", "--steps",
                  str(STEPS), "--runs-dir", str(runs_dir), *(f.format(folder=refusals) for f in flags)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and words in err[0], err

@@ -45,8 +45,7 @@ def baseline_jobs(prompts: Items, seeds: Sequence[int], pairing: str = "product"
         entries = list(iter_items(prompts))
         if len(seeds) < len(entries):
             raise GhostError(f"pairing 'zip' needs a seed per prompt: {len(entries)} prompts, {len(seeds)} seeds")
-        jobs = [SweepJob(str(entry["prompt"]), seed, {OVERRIDES[k]: v for k, v in entry.items() if k in OVERRIDES})
-                for entry, seed in zip(entries, seeds)]
+        jobs = [_job(entry, seed) for entry, seed in zip(entries, seeds)]
     elif pairing == "product":
         jobs = list(plan_jobs(prompts, list(seeds)))
     else:
@@ -55,6 +54,11 @@ def baseline_jobs(prompts: Items, seeds: Sequence[int], pairing: str = "product"
     for job in jobs:
         unique.setdefault(json.dumps(job.key(), sort_keys=True, default=str), job)
     return list(unique.values())
+
+
+def _job(entry: dict[str, Any], seed: int) -> SweepJob:
+    """A list entry's run with this seed, its values overriding the build's (as a sweep's)."""
+    return SweepJob(str(entry["prompt"]), seed, {OVERRIDES[k]: v for k, v in entry.items() if k in OVERRIDES})
 
 
 def _final_image(record: RunRecord) -> np.ndarray | None:
@@ -70,21 +74,18 @@ def _recorded_identity(record: RunRecord) -> dict[str, Any]:
     return {"class": pipeline.get("class"), "weight_hashes": dict(sorted(hashes.items()))}
 
 
-def _check_jobs(loaded: LoadedPipeline, prompts: Items, seeds: list[int], base: RunSpec, jobs: list[SweepJob]
-                ) -> dict[str, Any]:
+def _check_jobs(loaded: LoadedPipeline, prompts: Items, seeds: list[int], base: RunSpec) -> dict[str, Any]:
     """Every run of the build checked before any runs (one line each): each entry as a sweep checks it (its files,
     a mask without an init image, a strength that gives no step), its images readable, one kind of call at one set
     of settings for all, the pipeline's form for the kind and the LoRAs. Returns the architecture the runs are made
     on (the kind's pipeline class, LoRAs loaded as the run loads them)."""
     count_jobs(prompts, seeds, base)
     where = Path(prompts).name if isinstance(prompts, (str, Path)) else "prompts"
-    first: dict[str, Any] | None = None
+    runs = [with_call_defaults(_job(entry, base.seed).settings(base)) for entry in iter_items(prompts)]
+    first = settings_of(runs[0].to_dict())
     read: set[tuple[str | None, ...]] = set()
-    for index, job in enumerate(jobs, start=1):
-        spec = with_call_defaults(job.settings(base))
+    for index, spec in enumerate(runs, start=1):  # a run's settings are its entry's, whatever its seed
         settings = settings_of(spec.to_dict())
-        if first is None:
-            first = settings
         differing = next((k for k in sorted(settings.keys() | first.keys()) if settings.get(k) != first.get(k)),
                          None)
         if differing is not None:
@@ -99,9 +100,8 @@ def _check_jobs(loaded: LoadedPipeline, prompts: Items, seeds: list[int], base: 
                 read_inputs(spec)
             except GhostError as exc:
                 raise GhostError(f"{where} entry {index}: {exc}") from None
-    spec = with_call_defaults(jobs[0].settings(base))
-    made = pipeline_for(loaded, spec)
-    with loras_loaded(made.pipe, read_loras(made.pipe, spec.adapters), spec.fuse_lora):
+    made = pipeline_for(loaded, runs[0])
+    with loras_loaded(made.pipe, read_loras(made.pipe, runs[0].adapters), runs[0].fuse_lora):
         return architecture_of(made.pipe)
 
 
@@ -138,7 +138,7 @@ def build_baseline(
     jobs = baseline_jobs(prompts, seeds, pairing) if seeds else []
     if not jobs:
         raise GhostError("a baseline needs at least one prompt and one seed")
-    architecture = _check_jobs(loaded, prompts, seeds, base, jobs)
+    architecture = _check_jobs(loaded, prompts, seeds, base)
     emit = on_progress or (lambda _event: None)
     runs_dir = Path(runs_dir)
     kind = {k: v for k, v in base.to_dict().items() if k in CALL_FIELDS or k == "adapters"}
