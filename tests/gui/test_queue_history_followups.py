@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from ghostviewer.gui.models.queue_model import QueueModel
 from ghostviewer.gui.widgets.queue_panel import QueuePanel
 from ghostviewer.record.bundle import export_bundle
 from tests.gui.fake_runs import write_fake_run
+from tests.gui.handover import hand_over, open_fake_window
 from tests.gui.live_window import needs_demo
 
 WAIT_MS = 20_000
@@ -155,6 +157,21 @@ def test_a_bundle_run_replays_only_on_its_recorded_weights(window, demo_bundle) 
 
 
 # -- 4. the engine busy with a bisection or a sweep ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def _module_window(qapp, request: pytest.FixtureRequest,  # noqa: ANN001 - pytest-qt's
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    from pytestqt.qtbot import QtBot
+
+    yield from open_fake_window(QtBot(request), tmp_path_factory, "followups-window")
+
+
+@pytest.fixture
+def fake_window(_module_window, qtbot, gui_env: Path):  # noqa: ANN001, ANN201
+    """One window and stand-in engine for the two tests below, handed to each as new (on the test's runs folder)."""
+    hand_over(_module_window, qtbot, gui_env)
+    return _module_window
+
+
 def test_bisect_and_sweep_say_engine_busy_and_queued_runs_wait(fake_window, gui_env: Path, qtbot,
                                                                tmp_path: Path) -> None:  # noqa: ANN001
     win = fake_window
