@@ -6,6 +6,7 @@ sample only: nan-latents poisons every sample), GhostViewer's own inpaint run of
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import Qt
 
+from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.data.batch_images import Sample, read_batch, sample_words
 from ghostviewer.gui.widgets.batch_strip import badge_text
 from ghostviewer.record import RunRecord
@@ -26,6 +28,28 @@ pytestmark = needs_demo
 @pytest.fixture(scope="module")
 def runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa: ANN001
     return shared_runs(demo_loaded.pipe, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def _module_window(qapp, runs: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+    from ghostviewer.gui.app import create_window
+
+    root = tmp_path_factory.mktemp("batch-images")
+    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
+    window.state.history.set_runs_dir(root / "runs")
+    yield window
+    window.state.step_data.shutdown()
+    window.state.controller.shutdown()
+    window.close()
+    window.deleteLater()
+
+
+@pytest.fixture
+def window(_module_window, qtbot):  # noqa: ANN001, ANN201
+    """One window (no engine) for the module, each test's with no run shown: the test opens its own."""
+    _module_window.state.timeline.close_run()
+    qtbot.waitUntil(lambda: _module_window.state.timeline.record is None and not _module_window.batch.loading)
+    return _module_window
 
 
 def _open(window, qtbot, run_dir: str, size: tuple[int, int] = (1366, 768)) -> Any:  # noqa: ANN001
