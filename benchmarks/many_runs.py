@@ -28,6 +28,7 @@ Offscreen unless DISPLAY is set. The window is created without an engine (nothin
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import sys
@@ -170,6 +171,7 @@ def open_window(folder: Path, settings_dir: Path, size: tuple[int, int] = (1366,
     painted: list[float] = []
     created, cpu = time.perf_counter(), time.process_time()
     window = create_window(AppSettings(settings_dir / "settings.ini"), dialogs=False)
+    gc.freeze()  # what app.main does for its window (settle_memory: once a process; here once a window)
     window.resize(*size)
     panel, history = window.history_panel, window.state.history
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer
@@ -97,11 +98,17 @@ class MainWindow(QMainWindow):
         self.stat_plot = StatPlot(s.timeline, s.selection)
         self.block_tree = BlockTree(s.blocks)
         self.heatmap = StatsHeatmap(s.timeline, s.blocks)
-        self.feature_maps = FeatureMapView(s.timeline, s.blocks, s.step_data, self.batch)
-        self.attention = AttentionView(s.timeline, s.blocks, s.step_data, self.batch)
         self.run_events = RunEventsView(s.timeline)
-        self.embeddings = EmbeddingsView(s.timeline)
-        self.compare_view, self.bisect_trail = build_compare_view(s), build_bisect_trail(s)
+        self.bisect_trail = build_bisect_trail(s)
+        # Views of docks behind others' tabs at start, built when their dock first shows or they are first asked
+        # for (LAZY): ~40 % of the window's making, which a launch no longer waits for
+        self._makers: dict[str, tuple[Callable[[], QWidget], ScrollDock | None]] = {
+            "feature_maps": (lambda: FeatureMapView(s.timeline, s.blocks, s.step_data, self.batch), None),
+            "attention": (lambda: AttentionView(s.timeline, s.blocks, s.step_data, self.batch), None),
+            "embeddings": (lambda: EmbeddingsView(s.timeline), None),
+            "compare_view": (lambda: build_compare_view(s), None)}
+        self._made: dict[str, QWidget] = {}
+        self._lazy_ready = False  # until the first show has tabified the docks, every dock reads as shown
         top = QWidget()
         column = QVBoxLayout(top)
         column.setContentsMargins(0, 0, 0, 0)
@@ -129,12 +136,12 @@ class MainWindow(QMainWindow):
             self._dock("Log", self.log_panel, Qt.DockWidgetArea.BottomDockWidgetArea),
             self._dock("Blocks", self.block_tree, Qt.DockWidgetArea.RightDockWidgetArea),
             self._dock("Heat map", self.heatmap, Qt.DockWidgetArea.RightDockWidgetArea),
-            self._dock("Feature maps", self.feature_maps, Qt.DockWidgetArea.RightDockWidgetArea),
-            self._dock("Attention", self.attention, Qt.DockWidgetArea.RightDockWidgetArea),
+            self._lazy_dock("Feature maps", "feature_maps", Qt.DockWidgetArea.RightDockWidgetArea),
+            self._lazy_dock("Attention", "attention", Qt.DockWidgetArea.RightDockWidgetArea),
             self._dock("Run events", self.run_events, Qt.DockWidgetArea.BottomDockWidgetArea),
-            self._dock("Embeddings", self.embeddings, Qt.DockWidgetArea.RightDockWidgetArea),
+            self._lazy_dock("Embeddings", "embeddings", Qt.DockWidgetArea.RightDockWidgetArea),
             self._dock("Sweep gallery", build_sweep_gallery(s), Qt.DockWidgetArea.BottomDockWidgetArea),
-            self._dock("Compare", self.compare_view, Qt.DockWidgetArea.BottomDockWidgetArea),
+            self._lazy_dock("Compare", "compare_view", Qt.DockWidgetArea.BottomDockWidgetArea),
             self._dock("Bisection", self.bisect_trail, Qt.DockWidgetArea.BottomDockWidgetArea),
         ]
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)  # side columns run
@@ -236,6 +243,7 @@ class MainWindow(QMainWindow):
             if self._saved_layout is not None:
                 self.restoreState(self._saved_layout, LAYOUT_VERSION)  # refused when of another version
                 hide_stray_tab_bars(self)
+            QTimer.singleShot(0, self, self._make_shown_views)
 
     def reset_layout(self) -> None:
         """View ▸ Reset layout: every dock back in its first place, tab group and size (the layout captured
@@ -262,13 +270,45 @@ class MainWindow(QMainWindow):
             self.docks[3].raise_()
             self.docks[6].raise_()
 
-    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> ScrollDock:
         dock = ScrollDock(title, self)
         dock.setObjectName(f"dock-{title.lower().replace(' ', '-')}")
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
         self.default_areas[dock] = area
         return dock
+
+    def _lazy_dock(self, title: str, name: str, area: Qt.DockWidgetArea) -> ScrollDock:
+        """A dock whose view (self.<name>) is made when the dock first shows, or when it is first asked for."""
+        dock = self._dock(title, QWidget(), area)
+        self._makers[name] = (self._makers[name][0], dock)
+        dock.visibilityChanged.connect(lambda shown: self._view(name) if shown and self._lazy_ready else None)
+        return dock
+
+    def _make_shown_views(self) -> None:
+        """After the first show: the views of lazy docks left in front (a saved layout may raise one)."""
+        self._lazy_ready = True
+        for name, (_make, dock) in self._makers.items():
+            if dock is not None and dock.isVisible() and not dock.visibleRegion().isEmpty():
+                self._view(name)
+
+    def _view(self, name: str) -> QWidget:
+        view = self._made.get(name)
+        if view is None:
+            make, dock = self._makers[name]
+            view = self._made[name] = make()
+            if dock is not None:
+                placeholder = QDockWidget.widget(dock)  # the scroll area of the empty stand-in
+                dock.setWidget(view)
+                view.show()  # a scroll area shows a widget given to it while it is on screen only when told
+                if placeholder is not None:
+                    placeholder.deleteLater()
+        return view
+
+    feature_maps = property(lambda self: self._view("feature_maps"))
+    attention = property(lambda self: self._view("attention"))
+    embeddings = property(lambda self: self._view("embeddings"))
+    compare_view = property(lambda self: self._view("compare_view"))
 
     # -- small interactions -----------------------------------------------------------------------
     def _bring_forward(self, title: str, height: int = 300) -> None:

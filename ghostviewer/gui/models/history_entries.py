@@ -14,7 +14,7 @@ from typing import Any
 from ghostviewer.gui.models.verdict_words import run_words
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: 10,000 rows are 10,000 fewer objects for the collector to walk
 class RunEntry:
     path: str
     run_id: str
