@@ -30,19 +30,32 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "blocks": demo_blocks()}
 
 
-@pytest.fixture
-def win(qtbot, real_runs: dict, tmp_path: Path) -> Iterator:  # noqa: ANN001
+@pytest.fixture(scope="module")
+def _module_window(qapp, real_runs: dict, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
     from ghostviewer.gui.app import create_window
 
-    window = create_window(AppSettings(tmp_path / "settings.ini"), dialogs=False)
-    qtbot.addWidget(window)
+    window = create_window(AppSettings(tmp_path_factory.mktemp("truthful") / "settings.ini"), dialogs=False)
     window.state.history.set_runs_dir(Path(real_runs["vae"]).parent)
     window.state.blocks.set_blocks(real_runs["blocks"])
     window.resize(1366, 768)
     window.show()
-    qtbot.waitExposed(window)
     yield window
+    window.state.step_data.shutdown()
     window.state.controller.shutdown()
+    window.close()
+    window.deleteLater()
+
+
+@pytest.fixture
+def win(_module_window, qtbot):  # noqa: ANN001, ANN201
+    """One window for the module, each test's with no run shown (it opens its own, read afresh)."""
+    window = _module_window
+    qtbot.waitExposed(window)
+    window.state.timeline.close_run()
+    qtbot.waitUntil(lambda: window.state.timeline.record is None and window.state.step_data.idle
+                    and not window.heatmap.loading)
+    window.statusBar().clearMessage()
+    return window
 
 
 @pytest.mark.slow
