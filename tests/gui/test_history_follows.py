@@ -4,16 +4,34 @@ inside it, as `ghostviewer replay --times` records them), and every row is as ta
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from PySide6.QtWidgets import QApplication
 
 from ghostviewer.gui.widgets.history_panel import KIND_ROLE, PATH_ROLE
 from ghostviewer.record import StudyRecord
 from tests.gui.fake_runs import write_fake_run
+from tests.gui.handover import hand_over, open_fake_window
 
 WAIT_MS = 30_000
 SETTINGS = {"prompt": "a red circle", "seed": 3, "steps": 3, "guidance": 7.5, "source": "demo", "device": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def _module_window(qapp, request: pytest.FixtureRequest,  # noqa: ANN001 - pytest-qt's
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    from pytestqt.qtbot import QtBot
+
+    yield from open_fake_window(QtBot(request), tmp_path_factory, "history-follows-window")
+
+
+@pytest.fixture
+def fake_window(_module_window, qtbot, gui_env: Path):  # noqa: ANN001, ANN201
+    """One window and stand-in engine for the module, handed to each test as new (on the test's runs folder)."""
+    hand_over(_module_window, qtbot, gui_env)
+    return _module_window
 
 
 def test_replays_are_one_study_row_and_the_shown_run_stays_current(fake_window, qtbot, gui_env: Path) -> None:  # noqa: ANN001
