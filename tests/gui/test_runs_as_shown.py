@@ -4,11 +4,15 @@ Ctrl+Enter queues nothing; an emptied field never runs its previous value."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFocusEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
+
+from ghostviewer.gui.app_settings import AppSettings
 
 
 def _type(widget, text: str, enter: bool = False) -> None:  # noqa: ANN001
@@ -34,11 +38,72 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize(("field", "typed", "shown", "words"), BAD_VALUES)
-def test_a_bad_value_stays_as_typed_and_the_run_is_refused_in_words(window, qtbot, field: str, typed: str,  # noqa: ANN001
-                                                                    shown: str, words: str) -> None:
+FIELDS = sorted({field for field, *_ in BAD_VALUES})
+
+
+def _text(panel, field: str) -> str:  # noqa: ANN001
+    box = getattr(panel, field)
+    return box.text() if field == "seed" else box.lineEdit().text()
+
+
+def _new_window(root) -> object:  # noqa: ANN001 - a pytest temporary folder
+    from ghostviewer.gui.app import create_window
+
+    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
+    window.state.history.set_runs_dir(root / "runs")
     window.resize(1366, 768)
     window.show()
+    return window
+
+
+def _close(window) -> None:  # noqa: ANN001
+    window.state.controller.shutdown()
+    window.close()
+    window.deleteLater()
+
+
+@pytest.fixture(scope="module")
+def _windows(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list]:  # noqa: ANN001
+    held: list = []  # the window the next test gets, if the one before could put it back as new
+    yield held
+    for window in held:
+        _close(window)
+
+
+@pytest.fixture
+def shown_window(_windows: list, qtbot, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+    """A shown window as new for each bad value: the one before it when the field it typed into could be put back
+    as it was (else a new one), and checked to be one that would run."""
+    if not _windows:
+        _windows.append(_new_window(tmp_path_factory.mktemp("runs-as-shown")))
+    window = _windows[0]
+    qtbot.waitExposed(window)
+    panel = window.prompt_panel
+    before = {field: _text(panel, field) for field in FIELDS}
+    locked = panel.lock.isChecked()
+    assert panel.run_button.isEnabled() and panel.refusal() == "" and window.state.queue.jobs() == []
+    spec = window.state.prompt.take_spec("demo", "auto", "")
+    yield window
+    for field, text in before.items():
+        box = getattr(panel, field)
+        if _text(panel, field) == text:
+            continue
+        if field != "seed" and text == box.specialValueText():  # "pipeline default": the box's minimum
+            box.setValue(box.maximum())
+            box.setValue(box.minimum())
+        else:
+            _type(box, text, enter=True)
+    panel.lock.setChecked(locked)
+    if ({field: _text(panel, field) for field in FIELDS} != before or panel.refusal()
+            or window.state.prompt.take_spec("demo", "auto", "") != spec):
+        _windows.remove(window)  # not back as it was: not reused
+        _close(window)
+
+
+@pytest.mark.parametrize(("field", "typed", "shown", "words"), BAD_VALUES)
+def test_a_bad_value_stays_as_typed_and_the_run_is_refused_in_words(shown_window, field: str, typed: str,  # noqa: ANN001
+                                                                    shown: str, words: str) -> None:
+    window = shown_window
     panel, c = window.prompt_panel, window.state.controller
     box = getattr(panel, field)
     _type(box, typed)
