@@ -9,6 +9,7 @@ came in, for the model to redraw their cells. `synchronous` (tests): decoded bef
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -84,6 +85,7 @@ class GalleryImages(QObject):
             for path in batch:
                 task.check()
                 out.append((path, decode(path)))
+                time.sleep(0)  # hand the GIL to the GUI thread if it waits (else it may wait 5 ms a turn)
             return out
 
         self._worker.submit("images", work)

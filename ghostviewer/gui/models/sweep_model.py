@@ -41,7 +41,7 @@ FAILED_TEXT = QColor("#e53935")  # headers of prompts and seeds with failures
 Index = QModelIndex | QPersistentModelIndex
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: a 10,000-run sweep is 10,000 fewer objects for the collector
 class SweepEntry:
     position: int
     run_dir: str
