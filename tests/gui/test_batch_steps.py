@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
+from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.record import RunRecord
 from ghostviewer.record.samples import first_nonfinite, sample_nonfinite
 from tests.gui.batch_calls import nan_batch_call
@@ -62,6 +64,29 @@ def runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     shutil.copytree(nan["run_dir"], old)
     _strip_sample_tensors(old)
     return {"nan": nan, "twins": twins, "old": str(old)}
+
+
+@pytest.fixture(scope="module")
+def _module_window(qapp, runs: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+    from ghostviewer.gui.app import create_window
+
+    root = tmp_path_factory.mktemp("batch-steps-window")
+    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
+    window.state.history.set_runs_dir(root / "runs")
+    yield window
+    window.state.step_data.shutdown()
+    window.state.controller.shutdown()
+    window.close()
+    window.deleteLater()
+
+
+@pytest.fixture
+def window(_module_window, qtbot):  # noqa: ANN001, ANN201
+    """One window (no engine) for the module, each test's with no run shown: the test opens its own, read afresh."""
+    _module_window.state.timeline.close_run()
+    qtbot.waitUntil(lambda: _module_window.state.timeline.record is None and not _module_window.batch.loading
+                    and _module_window.state.step_data.idle)
+    return _module_window
 
 
 def _open(window, qtbot, run_dir: str, size: tuple[int, int] = (1366, 768)) -> Any:  # noqa: ANN001
