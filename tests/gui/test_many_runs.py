@@ -240,3 +240,22 @@ def test_a_study_run_behind_a_link_out_of_the_study_is_still_refused(tmp_path: P
     inside.symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(RecordError, match="outside its folder"):
         StudyRecord(study.path).runs()
+
+
+def test_the_views_behind_tabs_are_made_when_their_dock_first_shows(window, qtbot) -> None:  # noqa: ANN001
+    """The window does not wait on the views no one sees at start (feature maps, attention, embeddings,
+    compare): each is made when its tab is raised — drawn in its dock — or when the code asks for it."""
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.wait(20)
+    assert window._made == {}, "none of the views behind tabs made at start"
+    dock = next(d for d in window.docks if d.windowTitle() == "Compare")
+    dock.raise_()
+    qtbot.waitUntil(lambda: "compare_view" in window._made)
+    view = window.compare_view
+    assert dock.widget() is view and view.isVisible() and not view.visibleRegion().isEmpty()
+    assert sorted(window._made) == ["compare_view"]
+    embeddings = window.embeddings  # asked for by the code: made, in its dock, behind its tab still
+    assert next(d for d in window.docks if d.windowTitle() == "Embeddings").widget() is embeddings
+    assert window.embeddings is embeddings

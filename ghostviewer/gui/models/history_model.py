@@ -9,7 +9,10 @@ image pointing outside its folder) is a run row with that `problem`. Nothing in 
 A large runs folder (over LARGE_FOLDER entries: thousands of runs) is read off the GUI thread, newest folders
 first, a screenful first and then CHUNK new records at a time: the rows read so far are shown at once and the
 rest follow, so the window never waits on thousands of database opens (a refresh of a folder read before only
-checks each folder's modification times, also off the GUI thread). A small folder is read in place, as before.
+checks each folder's modification times, also off the GUI thread). A folder with a runs index shows its newest
+FIRST_CHUNK rows from it at once (history_scan.first_page: a few ms), then every row in one step, their lines and
+the panel's index made on the worker beside the read (a Listing: the GUI thread copies them). A small folder is
+read in place, as before.
 
 A watch study (the calls a watcher recorded in the user's own program: ghostviewer.watch, `ghostviewer record --`)
 is one row with its calls, kept records and failure rate; its children are its kept calls only, newest first, each
