@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.gui.as_new import as_new_window, as_new_windows
 from tests.gui.fake_runs import write_fake_run
+
+_as_new_windows = as_new_windows()
+window = as_new_window()  # one window from test to test while it is put back exactly as new (tests/gui/as_new.py)
 
 
 def test_history_lists_runs_and_reopens_one(window, gui_env: Path, qtbot) -> None:  # noqa: ANN001

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from ghostviewer.gui import messages
-from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.dialogs.error_reporter import ErrorReporter
-from ghostviewer.gui.models.prompt_model import FIELDS, PromptModel
 from ghostviewer.spec.seeds import MAX_SEED
+from tests.gui.as_new import as_new_window, as_new_windows
 from tests.gui.fake_runs import write_fake_run
 
 WAIT_MS = 20000
@@ -31,53 +28,8 @@ def _type(widget, text: str) -> None:  # noqa: ANN001
     QTest.keyClick(widget, Qt.Key.Key_Return)
 
 
-def _as_new(window) -> tuple:  # noqa: ANN001
-    """What a test could tell of a window: its prompt as the panel shows it and as it would run, no run shown,
-    nothing queued, its size and whether it is shown."""
-    panel = window.prompt_panel
-    texts = (panel.steps.lineEdit().text(), panel.guidance.lineEdit().text(), panel.seed.text(),
-             panel.width_box.lineEdit().text(), panel.height_box.lineEdit().text(), panel.lock.isChecked())
-    return (texts, window.state.prompt.take_settings("demo", "auto", ""), window.state.timeline.record is None,
-            window.state.queue.jobs() == [], window.isVisible(), window.size().toTuple())
-
-
-def _close(window) -> None:  # noqa: ANN001
-    window.state.controller.shutdown()
-    window.close()
-    window.deleteLater()
-
-
-@pytest.fixture(scope="module")
-def _windows(qapp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list]:  # noqa: ANN001
-    held: list = []  # [window, what it was when new] for the next test, if the test before left it as new
-    yield held
-    for window, _new in held:
-        _close(window)
-
-
-@pytest.fixture
-def window(_windows: list, qtbot, gui_env: Path) -> Iterator:  # noqa: ANN001
-    """A main window (no engine) as new, on the test's runs folder: the one the test before used when it could be
-    put back exactly as new (prompt defaults, no run shown, hidden, same size), else a new one."""
-    from ghostviewer.gui.app import create_window
-
-    if not _windows:
-        new = create_window(AppSettings(gui_env.parent / "settings.ini"), dialogs=False)
-        _windows.append([new, _as_new(new)])
-    win, new_state = _windows[0]
-    win.state.history.set_runs_dir(gui_env)
-    assert _as_new(win) == new_state
-    yield win
-    win.state.timeline.close_run()
-    defaults = PromptModel()
-    win.state.prompt.update(**{key: getattr(defaults, key) for key in FIELDS})
-    defaults.deleteLater()
-    win.state.reporter.messages.clear()
-    win.state.reporter.notes.clear()
-    win.statusBar().clearMessage()
-    if _as_new(win) != new_state:
-        _windows.clear()
-        _close(win)
+_as_new_windows = as_new_windows()
+window = as_new_window()  # one window from test to test while it is put back exactly as new (tests/gui/as_new.py)
 
 
 def test_guidance_keeps_a_typed_fraction(window) -> None:  # noqa: ANN001
