@@ -10,6 +10,7 @@ that paints the badges. The grid's prompt numbers are counted once per read (its
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ ALL = ""  # a filter that lets everything through
 SORTS = ("list order", "verdict", "first anomaly")
 _PHASES = {"encode": 0, "denoise": 1, "decode": 2}
 FAILED_TEXT = QColor("#e53935")  # headers of prompts and seeds with failures
+_FINAL = os.sep + "images" + os.sep + "final.png"  # a run's final image, under its folder
 Index = QModelIndex | QPersistentModelIndex
 
 
@@ -210,15 +212,23 @@ class SweepModel(QAbstractListModel):
             return "\n".join([*lines, f"first anomaly: {e.anomaly_words}"] if e.first_anomaly else lines)
         if role == Qt.ItemDataRole.DecorationRole:
             return self.image(e.run_dir)
-        return {RUN_DIR: e.run_dir, VERDICT: e.label, ANOMALY: e.anomaly_words, FAILED: e.failed}.get(role)
+        if role == RUN_DIR:  # each paint of a cell asks for these: only the one asked for is worked out
+            return e.run_dir
+        if role == VERDICT:
+            return e.label
+        if role == FAILED:
+            return e.failed
+        if role == ANOMALY:
+            return e.anomaly_words
+        return None
 
     def image(self, run_dir: str) -> QImage | None:
         """The run's final image when decoded (a null image when it has none); None while it is decoded off the
         GUI thread (imagesArrived follows)."""
-        return self.images.get(str(Path(run_dir) / "images" / "final.png"))
+        return self.images.get(run_dir + _FINAL)  # a run folder's path string: no Path parsed per paint
 
     def _on_images(self, paths: list[str]) -> None:
-        run_dirs = [str(Path(path).parents[1]) for path in paths]
+        run_dirs = [path[:-len(_FINAL)] if path.endswith(_FINAL) else str(Path(path).parents[1]) for path in paths]
         rows = [self._row_of[r] for r in run_dirs if r in self._row_of]
         if rows:  # one signal for the batch: the view redraws what it shows of that range
             role = [Qt.ItemDataRole.DecorationRole]
