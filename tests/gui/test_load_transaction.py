@@ -4,12 +4,53 @@ whole text behind Show details — a long error cannot push the panel's Device a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from ghostviewer.gui.window_layout import default_dock_sizes
 from tests.gui.fake_engine import LONG_LOAD_ERROR
+from tests.gui.handover import hand_over, open_fake_window
 
 WAIT_MS = 20000
+
+
+def _loaded_as_new(window) -> tuple:  # noqa: ANN001
+    """What these tests tell of a window: the pipeline it holds, its Recent list (model and combo) and its size."""
+    pipeline, combo = window.state.pipeline, window.pipeline_panel.recent
+    return (pipeline.key(), pipeline.status, list(pipeline.recent), [combo.itemData(i) for i in range(combo.count())],
+            window.size().toTuple())
+
+
+@pytest.fixture(scope="module")
+def _module_window(qapp) -> Iterator[list]:  # noqa: ANN001 - pytest-qt's
+    held: list = []  # [window, its generator, what it was when new] for the next test
+    yield held
+    for _window, opened, _new in held:
+        next(opened, None)  # shuts it down
+
+
+@pytest.fixture
+def fake_window(_module_window: list, qtbot, gui_env: Path, request: pytest.FixtureRequest,  # noqa: ANN001
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """A shown window on the stand-in engine with the demo loaded, as new: the test before's, handed over, when that
+    test left its pipeline, Recent list and size as they were new (checked), else a new one."""
+    from pytestqt.qtbot import QtBot
+
+    if not _module_window:
+        opened = open_fake_window(QtBot(request), tmp_path_factory, "load-transaction-window")
+        window = next(opened)
+        _module_window.append([window, opened, _loaded_as_new(window)])
+    window, opened, new = _module_window[0]
+    hand_over(window, qtbot, gui_env)
+    assert _loaded_as_new(window) == new
+    yield window
+    hand_over(window, qtbot, gui_env)
+    if _loaded_as_new(window) != new:
+        _module_window.clear()
+        next(opened, None)
 
 
 def _fail_load(qtbot, win, source: str) -> None:  # noqa: ANN001
