@@ -259,3 +259,27 @@ def test_the_views_behind_tabs_are_made_when_their_dock_first_shows(window, qtbo
     embeddings = window.embeddings  # asked for by the code: made, in its dock, behind its tab still
     assert next(d for d in window.docks if d.windowTitle() == "Embeddings").widget() is embeddings
     assert window.embeddings is embeddings
+
+
+def test_a_view_a_saved_layout_raises_is_made_at_launch(qtbot, gui_env: Path) -> None:  # noqa: ANN001
+    """Quit with the Feature maps tab in front: the next window restores that layout and makes its view."""
+    from ghostviewer.gui.app import create_window
+    from ghostviewer.gui.app_settings import AppSettings
+
+    first = create_window(AppSettings(), dialogs=False)
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitExposed(first)
+    next(d for d in first.docks if d.windowTitle() == "Feature maps").raise_()
+    qtbot.waitUntil(lambda: "feature_maps" in first._made)
+    first.close()
+    second = create_window(AppSettings(), dialogs=False)
+    qtbot.addWidget(second)
+    assert second._made == {}
+    second.show()
+    qtbot.waitExposed(second)
+    qtbot.waitUntil(lambda: "feature_maps" in second._made)
+    dock = next(d for d in second.docks if d.windowTitle() == "Feature maps")
+    assert dock.widget() is second.feature_maps and not second.feature_maps.visibleRegion().isEmpty()
+    assert "compare_view" not in second._made  # still behind its tab
+    second.state.controller.shutdown()
