@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import OrderedDict
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -40,6 +41,7 @@ HEADERS = ("When", "Result", "Seed", "Steps", "Prompt", "First anomaly")
 COLUMNS = len(HEADERS)
 THUMB_PX = 24
 THUMB_BUDGET_S = 0.008  # thumbnails read at one turn of the event loop, at most this long
+THUMB_CACHE = 2000  # thumbnails kept (the rows drawn last)
 SERVED = frozenset({Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.ForegroundRole,
                     Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.SizeHintRole, Qt.ItemDataRole.FontRole, PATH_ROLE,
                     KIND_ROLE, PROBLEM_ROLE, IMAGE_ROLE, SEARCH_ROLE})
@@ -245,7 +247,8 @@ class HistoryRows(QStandardItemModel):
         self._top: dict[str, int] = {}  # a row's folder -> its place in `lines`
         self._child: dict[str, tuple[int, int]] = {}  # a study child's folder -> (its study's place, its place)
         self.row_size = QSize(THUMB_PX, THUMB_PX + 2)
-        self._thumbs: dict[str, QIcon | None] = {}  # final image → its thumbnail (None: unreadable); never changes
+        self._thumbs: OrderedDict[str, QIcon | None] = OrderedDict()  # final image → its thumbnail (None:
+        # unreadable), the THUMB_CACHE drawn last: 10,000 rows scrolled through keep memory (and the collector) flat
         self._waiting: dict[str, list[QPersistentModelIndex]] = {}  # images to read, for the rows drawn
         self._reader = QTimer(self, singleShot=True, interval=0)
         self._reader.timeout.connect(self._read_thumbnails)
@@ -309,16 +312,21 @@ class HistoryRows(QStandardItemModel):
         """The image's thumbnail, read now if it was not (None: no image, or unreadable)."""
         if not path:
             return None
-        if path not in self._thumbs:
-            image = QImage(path)
-            self._thumbs[path] = None if image.isNull() else QIcon(QPixmap.fromImage(image.scaled(
-                THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)))
-        return self._thumbs[path]
+        if path in self._thumbs:
+            self._thumbs.move_to_end(path)
+            return self._thumbs[path]
+        image = QImage(path)
+        icon = self._thumbs[path] = None if image.isNull() else QIcon(QPixmap.fromImage(image.scaled(
+            THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)))
+        if len(self._thumbs) > THUMB_CACHE:
+            self._thumbs.popitem(last=False)
+        return icon
 
     def _thumbnail_later(self, path: str, index: QModelIndex | QPersistentModelIndex) -> QIcon | None:
         """The thumbnail if read; else it is read at the next turn of the event loop (THUMB_BUDGET_S at a turn:
         a page scrolled into view does not wait on its images) and its row drawn again."""
         if path in self._thumbs:
+            self._thumbs.move_to_end(path)
             return self._thumbs[path]
         self._waiting.setdefault(path, []).append(QPersistentModelIndex(index))
         self._reader.start()
