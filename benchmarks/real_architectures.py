@@ -274,8 +274,10 @@ def one_architecture(args: argparse.Namespace, arch: str, work: Path) -> dict[st
                 command += ["--dtype", args.build_dtype]
             started = time.perf_counter()
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
-            subprocess.run([sys.executable, *command], check=True, env=env, stdout=subprocess.DEVNULL,
-                           timeout=args.timeout_s)
+            done = subprocess.run([sys.executable, *command], check=False, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True, timeout=args.timeout_s)
+            if done.returncode != 0:  # the next job still runs
+                return {"error": f"building {arch} failed: {done.stderr.strip().splitlines()[-1:]}"}
             build = {"build_s": round(time.perf_counter() - started, 1)}
     info_file = Path(source) / "architecture.json"
     if info_file.is_file():
