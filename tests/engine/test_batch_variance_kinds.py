@@ -21,7 +21,7 @@ from ghostviewer.engine.run.call_inputs import pipeline_for, read_inputs
 from ghostviewer.engine.run.runner import build_call, prepare_settings
 from ghostviewer.record import RunRecord
 from ghostviewer.spec import RunSpec
-from tests.engine.tiny_controlnet import build_controlnet, control_image, save_controlnet
+from tests.engine.tiny_controlnet import call_input_files
 
 PROMPT = "a red circle on a blue background"
 STEPS = 3
@@ -29,17 +29,7 @@ STEPS = 3
 
 @pytest.fixture(scope="module")
 def files(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:  # noqa: ANN001
-    root = tmp_path_factory.mktemp("batch-variance-kinds")
-    paths = {"controlnet": save_controlnet(build_controlnet(demo_loaded.pipe), root / "controlnet"),
-             "control": root / "control.png", "init": root / "init.png", "mask": root / "mask.png"}
-    control_image().save(paths["control"])
-    init = np.full((64, 64, 3), (230, 220, 40), np.uint8)
-    init[12:36, 12:36] = (20, 160, 40)
-    Image.fromarray(init).save(paths["init"])
-    mask = np.zeros((64, 64), np.uint8)
-    mask[:, 32:] = 255
-    Image.fromarray(mask).save(paths["mask"])
-    return paths
+    return call_input_files(demo_loaded.pipe, tmp_path_factory.mktemp("batch-variance-kinds"))
 
 
 def _inputs(files: dict[str, Path], kind: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from ghostviewer import api
 from ghostviewer.cli import main
 from ghostviewer.record import RunRecord
 from ghostviewer.spec import RunSpec, UserError, validate
-from tests.engine.tiny_controlnet import build_controlnet, control_image, save_controlnet
+from tests.engine.tiny_controlnet import call_input_files, control_image
 
 PROMPT = "a red circle on a blue background"
 STEPS = 3
@@ -25,17 +25,8 @@ STEPS = 3
 @pytest.fixture(scope="module")
 def files(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("controlnet-img2img")
-    paths = {"controlnet": save_controlnet(build_controlnet(demo_loaded.pipe), root / "controlnet"),
-             "control": root / "control.png", "init": root / "init.png", "mask": root / "mask.png",
-             "small_control": root / "small_control.png"}
-    control_image().save(paths["control"])
+    paths = {**call_input_files(demo_loaded.pipe, root), "small_control": root / "small_control.png"}
     control_image(32).save(paths["small_control"])
-    init = np.full((64, 64, 3), (230, 220, 40), np.uint8)
-    init[12:36, 12:36] = (20, 160, 40)
-    Image.fromarray(init).save(paths["init"])
-    mask = np.zeros((64, 64), np.uint8)
-    mask[:, 32:] = 255
-    Image.fromarray(mask).save(paths["mask"])
     return paths
 
 

@@ -57,3 +57,18 @@ def control_image(size: int = 64) -> Image.Image:
 def save_controlnet(controlnet: ControlNetModel, folder: Path) -> Path:
     controlnet.save_pretrained(folder, safe_serialization=True)
     return folder
+
+
+def call_input_files(pipe: Any, root: Path) -> dict[str, Path]:
+    """A tiny ControlNet's folder and the images of every ControlNet kind on the demo (64 px): control, an init
+    image (a green square on yellow) and an inpaint mask (the right half)."""
+    paths = {"controlnet": save_controlnet(build_controlnet(pipe), root / "controlnet"),
+             "control": root / "control.png", "init": root / "init.png", "mask": root / "mask.png"}
+    control_image().save(paths["control"])
+    init = np.full((64, 64, 3), (230, 220, 40), np.uint8)
+    init[12:36, 12:36] = (20, 160, 40)
+    Image.fromarray(init).save(paths["init"])
+    mask = np.zeros((64, 64), np.uint8)
+    mask[:, 32:] = 255
+    Image.fromarray(mask).save(paths["mask"])
+    return paths

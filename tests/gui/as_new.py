@@ -14,6 +14,7 @@ import pytest
 
 from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.models.prompt_model import FIELDS, PromptModel
+from tests.gui.handover import close_window
 
 
 def as_new(window) -> tuple:  # noqa: ANN001 - the main window
@@ -27,11 +28,6 @@ def as_new(window) -> tuple:  # noqa: ANN001 - the main window
             window.state.queue.jobs() == [], window.isVisible(), window.size().toTuple())
 
 
-def _close(window) -> None:  # noqa: ANN001
-    window.state.step_data.shutdown()
-    window.state.controller.shutdown()
-    window.close()
-    window.deleteLater()
 
 
 def as_new_windows() -> Callable:
@@ -40,7 +36,7 @@ def as_new_windows() -> Callable:
         held: list = []  # [window, what it was when new] for the next test
         yield held
         for window, _new in held:
-            _close(window)
+            close_window(window)
 
     return _as_new_windows
 
@@ -68,6 +64,6 @@ def as_new_window() -> Callable:
         win.statusBar().clearMessage()
         if as_new(win) != new_state:
             _as_new_windows.clear()
-            _close(win)
+            close_window(win)
 
     return window

@@ -37,6 +37,27 @@ def hand_over(window, qtbot, runs_dir: Path, timeout_ms: int = READY_MS) -> None
     window.statusBar().clearMessage()
 
 
+def close_window(window) -> None:  # noqa: ANN001 - the main window
+    """Shut a shared window down as the app does at exit: its reader threads, its engine, the window."""
+    window.state.step_data.shutdown()
+    window.state.controller.shutdown()
+    window.close()
+    window.deleteLater()
+
+
+def module_window(tmp_path_factory, name: str) -> Iterator:  # noqa: ANN001 - pytest's factory
+    """Yield a main window with no engine (nothing runs) on a runs folder of its own, for a module's tests to
+    share; closed after."""
+    from ghostviewer.gui.app import create_window
+    from ghostviewer.gui.app_settings import AppSettings
+
+    root = tmp_path_factory.mktemp(name)
+    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
+    window.state.history.set_runs_dir(root / "runs")
+    yield window
+    close_window(window)
+
+
 def open_fake_window(qtbot, tmp_path_factory, name: str) -> Iterator:  # noqa: ANN001 - qtbot, pytest's factory
     """Yield a shown window driving the torch-free stand-in engine (tests/gui/fake_engine.py), started and loaded,
     for a module's tests to share (each through hand_over); shut down after."""

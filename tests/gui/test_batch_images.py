@@ -15,11 +15,11 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import Qt
 
-from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.gui.data.batch_images import Sample, read_batch, sample_words
 from ghostviewer.gui.widgets.batch_strip import badge_text
 from ghostviewer.record import RunRecord
 from tests.gui.batch_runs import BAD_SAMPLE, shared_runs
+from tests.gui.handover import module_window
 from tests.gui.live_window import needs_demo
 
 pytestmark = needs_demo
@@ -32,16 +32,7 @@ def runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
 
 @pytest.fixture(scope="module")
 def _module_window(qapp, runs: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
-    from ghostviewer.gui.app import create_window
-
-    root = tmp_path_factory.mktemp("batch-images")
-    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
-    window.state.history.set_runs_dir(root / "runs")
-    yield window
-    window.state.step_data.shutdown()
-    window.state.controller.shutdown()
-    window.close()
-    window.deleteLater()
+    yield from module_window(tmp_path_factory, "batch-images")
 
 
 @pytest.fixture

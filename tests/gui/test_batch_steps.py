@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.record import RunRecord
 from ghostviewer.record.samples import first_nonfinite, sample_nonfinite
 from tests.gui.batch_calls import nan_batch_call
+from tests.gui.handover import module_window
 from tests.gui.live_window import needs_demo
 
 pytestmark = needs_demo
@@ -68,16 +68,7 @@ def runs(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
 
 @pytest.fixture(scope="module")
 def _module_window(qapp, runs: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
-    from ghostviewer.gui.app import create_window
-
-    root = tmp_path_factory.mktemp("batch-steps-window")
-    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
-    window.state.history.set_runs_dir(root / "runs")
-    yield window
-    window.state.step_data.shutdown()
-    window.state.controller.shutdown()
-    window.close()
-    window.deleteLater()
+    yield from module_window(tmp_path_factory, "batch-steps-window")
 
 
 @pytest.fixture

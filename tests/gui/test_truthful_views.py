@@ -16,6 +16,7 @@ from ghostviewer.gui.app_settings import AppSettings
 from ghostviewer.record import RunRecord
 from ghostviewer.record.writer import annex_image
 from tests.gui.demo_runs import demo_blocks, demo_run
+from tests.gui.handover import close_window
 from tests.gui.live_window import needs_demo
 
 pytestmark = needs_demo
@@ -40,10 +41,7 @@ def _module_window(qapp, real_runs: dict, tmp_path_factory: pytest.TempPathFacto
     window.resize(1366, 768)
     window.show()
     yield window
-    window.state.step_data.shutdown()
-    window.state.controller.shutdown()
-    window.close()
-    window.deleteLater()
+    close_window(window)
 
 
 @pytest.fixture
