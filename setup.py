@@ -1,6 +1,6 @@
-"""The optional C extension (ghostviewer/engine/tracing/_fast_stats.c, one-pass tensor statistics for the tracer); everything
-else is in pyproject.toml. Without a C compiler the package installs without it and the tracer takes its numpy path
-(engine/tracing/stats.py)."""
+"""The optional C extension (ghostviewer/engine/tracing/_fast_stats.c, one-pass tensor statistics for the
+tracer); everything else is in pyproject.toml. Without a C compiler the package installs without it and the
+tracer takes its numpy path (engine/tracing/stats.py)."""
 
 import sys
 
