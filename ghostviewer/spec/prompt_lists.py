@@ -49,10 +49,10 @@ def _clean(item: Any, where: str, folder: Path | None = None) -> dict[str, Any]:
     if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
         raise PromptListError(f"{where}: each entry needs a 'prompt'")
     _refuse_unknown(item, where)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"prompt": item["prompt"]}  # an empty prompt is a prompt (an unconditional run)
     for key, kind in KEYS.items():
         value = item.get(key)
-        if value is None or value == "":
+        if key == "prompt" or value is None or value == "":
             continue
         if kind is int and isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -140,6 +140,8 @@ def _csv(handle: IO[str], name: str, folder: Path | None = None) -> Iterator[dic
         for row in reader:
             if None in row:  # more cells than the header names
                 raise PromptListError(f"{name} line {reader.line_num}: more cells than columns")
+            if not any(cell.strip() for cell in row.values() if isinstance(cell, str)):
+                continue  # a row of empty cells (",,"), as a blank line is
             yield _clean(row, f"{name} line {reader.line_num}", folder)
     except csv.Error as exc:
         if "unexpected end of data" in str(exc):

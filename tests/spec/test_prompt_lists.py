@@ -147,3 +147,13 @@ def test_megabytes_of_blanks_in_a_json_list_are_skipped_quickly(tmp_path) -> Non
     started = time.perf_counter()
     assert read_prompt_list(path) == [{"prompt": "a red circle"}]
     assert time.perf_counter() - started < 5  # a character-by-character loop took ~4 s for these 16 MB
+
+
+def test_an_empty_prompt_is_kept_and_a_row_of_empty_cells_skipped(tmp_path: Path) -> None:
+    # Found by tests/properties/test_hostile_specs.py: an entry whose prompt was "" came out with no prompt at all.
+    listing = tmp_path / "list.csv"
+    listing.write_text("prompt,negative\n,\n,blurry\na cat,\n", encoding="utf-8")
+    assert read_prompt_list(listing) == [{"prompt": "", "negative": "blurry"}, {"prompt": "a cat"}]
+    lines = tmp_path / "list.jsonl"
+    lines.write_text('{"prompt": ""}\n{"prompt": "a dog", "negative": ""}\n', encoding="utf-8")
+    assert read_prompt_list(lines) == [{"prompt": ""}, {"prompt": "a dog"}]
