@@ -39,15 +39,9 @@ def window(qtbot, gui_env: Path) -> Iterator:  # noqa: ANN001 - pytest-qt's fixt
 @pytest.fixture
 def fake_window(qtbot, gui_env: Path) -> Iterator:  # noqa: ANN001
     """A shown main window driving the torch-free stand-in engine (tests/gui/fake_engine.py), started."""
-    from ghostviewer.gui.app import create_window
-    from ghostviewer.gui.link.engine_client import EngineClient
+    from tests.gui.handover import fake_engine_window
 
-    engine = EngineClient(arguments=["-m", "tests.gui.fake_engine"])
-    win = create_window(AppSettings(), dialogs=False, engine=engine)
+    win = fake_engine_window(qtbot, AppSettings())
     qtbot.addWidget(win)
-    win.show()
-    with qtbot.waitSignal(win.state.pipeline.changed, timeout=20000,
-                          check_params_cb=lambda *a: win.state.pipeline.status == "loaded"):
-        win.state.controller.start_engine()
     yield win
     win.state.controller.shutdown()

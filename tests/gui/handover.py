@@ -58,21 +58,29 @@ def module_window(tmp_path_factory, name: str) -> Iterator:  # noqa: ANN001 - py
     close_window(window)
 
 
-def open_fake_window(qtbot, tmp_path_factory, name: str) -> Iterator:  # noqa: ANN001 - qtbot, pytest's factory
-    """Yield a shown window driving the torch-free stand-in engine (tests/gui/fake_engine.py), started and loaded,
-    for a module's tests to share (each through hand_over); shut down after."""
+def fake_engine_window(qtbot, settings, runs_dir: Path | None = None):  # noqa: ANN001, ANN201 - qtbot, AppSettings
+    """A shown main window driving the torch-free stand-in engine (tests/gui/fake_engine.py), started and loaded
+    (on `runs_dir` from the start, when given)."""
     from ghostviewer.gui.app import create_window
-    from ghostviewer.gui.app_settings import AppSettings
     from ghostviewer.gui.link.engine_client import EngineClient
 
-    root = tmp_path_factory.mktemp(name)
-    window = create_window(AppSettings(root / "settings.ini"), dialogs=False,
-                           engine=EngineClient(arguments=["-m", "tests.gui.fake_engine"]))
-    window.state.history.set_runs_dir(root / "runs")
+    window = create_window(settings, dialogs=False, engine=EngineClient(arguments=["-m", "tests.gui.fake_engine"]))
+    if runs_dir is not None:
+        window.state.history.set_runs_dir(runs_dir)
     window.show()
     with qtbot.waitSignal(window.state.pipeline.changed, timeout=20000,
                           check_params_cb=lambda *a: window.state.pipeline.status == "loaded"):
         window.state.controller.start_engine()
+    return window
+
+
+def open_fake_window(qtbot, tmp_path_factory, name: str) -> Iterator:  # noqa: ANN001 - qtbot, pytest's factory
+    """Yield a shown window driving the torch-free stand-in engine (tests/gui/fake_engine.py), started and loaded,
+    for a module's tests to share (each through hand_over); shut down after."""
+    from ghostviewer.gui.app_settings import AppSettings
+
+    root = tmp_path_factory.mktemp(name)
+    window = fake_engine_window(qtbot, AppSettings(root / "settings.ini"), root / "runs")
     yield window
     window.state.controller.shutdown()
     window.close()
