@@ -11,7 +11,7 @@ the write-ahead logs back in and the records must read the same.
 With --gui the same kills go through the real main window (offscreen): runs are queued through the window's
 controller and the window's own engine process is killed mid-run; the window must stay up, the job must end
 failed with an "engine" reason, the history must show the run as incomplete, and Engine ▸ Restart engine must
-bring the engine back — the run queued after the last kill must be done (tests/gui/test_gui_kill.py: 2 kills).
+bring the engine back — the run queued after the last kill must be done (tests/gui/live/test_gui_kill.py: 2 kills).
 
     python scripts/kill_test.py [--kills 20] [--steps 40] [--seed 0] [--keep DIR] [--json] [--gui]
 """
@@ -238,6 +238,12 @@ def gui_kill_once(window: Any, runs_dir: Path, after_steps: int, jitter_s: float
         shown = entry.state(state.history.live_run) if entry is not None else None
         if killed and shown != "incomplete":
             problems.append(f"the history shows the killed run as {shown!r}, not 'incomplete'")
+    shown_run = state.timeline.run_dir
+    if killed and job.run_dir and shown_run and Path(shown_run) == Path(job.run_dir) and \
+            window.timeline_bar.badge.kind != "incomplete":
+        problems.append(f"the timeline's badge reads {window.timeline_bar.badge.kind!r}, not 'incomplete'")
+    if killed and "engine process stopped" not in (state.reporter.last_message or ""):
+        problems.append(f"the window said {state.reporter.last_message!r}, not that the engine process stopped")
     if killed and result["status"] not in (None, "interrupted"):
         problems.append(f"the killed run reads {result['status']!r}, not 'interrupted'")
     if result["problem"]:
@@ -248,8 +254,11 @@ def gui_kill_once(window: Any, runs_dir: Path, after_steps: int, jitter_s: float
     return result
 
 
-def gui_kills(root: Path, kills: int, steps: int, seed: int, timeout_s: float = 180.0) -> dict[str, Any]:
-    """The kill test through the real main window (offscreen): `kills` SIGKILLs mid-run, then one more run."""
+def gui_kills(root: Path, kills: int, steps: int, seed: int, timeout_s: float = 180.0,
+              window: Any = None) -> dict[str, Any]:
+    """The kill test through the real main window (offscreen): `kills` SIGKILLs mid-run, then one more run.
+    `window`: a shown window whose engine is started (the suite's shared one), left open with a fresh engine;
+    without it a window is made here and closed at the end."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ.setdefault("GHOSTVIEWER_ENGINE_THREADS", "1")
     from PySide6.QtWidgets import QApplication
@@ -259,10 +268,12 @@ def gui_kills(root: Path, kills: int, steps: int, seed: int, timeout_s: float = 
 
     app = QApplication.instance() or QApplication(["ghostviewer-kill-test"])
     root.mkdir(parents=True, exist_ok=True)
-    window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
+    own_window = window is None
+    if own_window:
+        window = create_window(AppSettings(root / "settings.ini"), dialogs=False)
+        window.show()
+        window.state.controller.start_engine()
     state = window.state
-    window.show()
-    state.controller.start_engine()
     rng = random.Random(seed)
     results: list[dict[str, Any]] = []
     after: dict[str, Any] = {}
@@ -287,8 +298,9 @@ def gui_kills(root: Path, kills: int, steps: int, seed: int, timeout_s: float = 
                  "problem": None if job.status == "done" and status == "done" else
                  f"the run after the restart ended {job.status} ({job.error}), record {status!r}"}
     finally:
-        state.controller.shutdown()
-        window.close()
+        if own_window:
+            state.controller.shutdown()
+            window.close()
         app.processEvents()
     repaired = doctor_all(root, results)
     problems = [r["problem"] for r in results if r["problem"]] + ([after["problem"]] if after.get("problem") else [])

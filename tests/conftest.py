@@ -95,7 +95,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *_PATH])
 # Timing-sensitive tests share one xdist worker (--dist loadgroup), so they never race each other for the CPU; a
 # file's tests that share a module fixture share a worker too (that fixture is then built once).
 TIMING_SENSITIVE = (
-    "tests/gui/test_gui_kill.py",
     "tests/engine/test_kill_mid_run.py",
     "tests/record/test_record_kill.py",
     "tests/record/test_interrupted.py",

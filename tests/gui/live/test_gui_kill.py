@@ -1,7 +1,8 @@
 """The kill test through the GUI (issue 14 item 2), short: the real main window queues demo runs and its engine
 process is SIGKILLed mid-run twice (scripts/kill_test.py --gui). The window stays up, each job ends failed for
-the engine, each record reads `interrupted` with every step the window saw, and Restart engine brings the engine
-back for a run that is done."""
+the engine, says the engine process stopped, shows the run `incomplete` in its timeline and history, each record
+reads `interrupted` with every step the window saw, and Restart engine brings the engine back for a run that is done.
+On the live folder's shared window: the kills leave it a fresh engine."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from tests.gui.live_window import needs_demo
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _kill_test():  # noqa: ANN202 - the script, loaded as a module
@@ -27,10 +28,10 @@ def _kill_test():  # noqa: ANN202 - the script, loaded as a module
 @pytest.mark.slow
 @needs_demo
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
-def test_two_engine_kills_through_the_window(qapp, gui_env: Path, tmp_path: Path,  # noqa: ANN001 - pytest-qt
+def test_two_engine_kills_through_the_window(live_window, tmp_path: Path,  # noqa: ANN001 - the live window
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GHOSTVIEWER_ENGINE_THREADS", "1")
-    report = _kill_test().gui_kills(tmp_path / "kills", kills=2, steps=12, seed=0)
+    report = _kill_test().gui_kills(tmp_path / "kills", kills=2, steps=12, seed=0, window=live_window)
     assert report["problems"] == [], report["problems"]
     assert report["kills"] == 2 and report["window_up"] and report["jobs_failed_for_the_engine"] == 2
     assert report["records_readable"] + report["no_record_yet"] == 2
