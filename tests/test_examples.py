@@ -47,6 +47,7 @@ def test_record_runs_an_unmodified_program_and_keeps_its_exit_code(tmp_path: Pat
     assert line.startswith("ghostviewer: 2 pipeline calls watched, 0 failed")
     studies = [p for p in (tmp_path / "runs").iterdir() if p.name.startswith("watch-")]
     assert len(studies) == 1 and len(StudyRecord(studies[0]).runs()) == 2
+    assert StudyRecord(studies[0]).params["program"] == f"app.py {ROOT / 'resources' / 'demo-pipeline'}"
 
 
 def test_record_without_a_program_is_a_usage_error(capsys) -> None:

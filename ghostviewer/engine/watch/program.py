@@ -39,9 +39,13 @@ def run_program(argv: Sequence[str], runs_dir: str | Path | None = None, keep: s
     if module is None and not Path(args[0]).is_file():
         raise GhostError(f"no such program: {args[0]}")
     program_argv = [module, *args[2:]] if module else args
-    watch = watch_process(runs_dir, keep=keep, depth=depth)
     saved_argv, code = sys.argv, 0
-    sys.argv = program_argv
+    sys.argv = program_argv  # before the watcher: its study names the program ("watch app.py"), not ghostviewer
+    try:
+        watch = watch_process(runs_dir, keep=keep, depth=depth)
+    except BaseException:
+        sys.argv = saved_argv
+        raise
     try:
         if module:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
