@@ -128,17 +128,25 @@ class StudyRecord(StoreRecord):
         return self.path / sschema.RUNS_FOLDER
 
     # -- child runs and events ---------------------------------------------------------------------------
-    def runs(self) -> list[StudyRun]:
-        """The child runs in the order they were added."""
-        rows = self._query(
-            "SELECT position, key, role, run_dir, status, verdict, first_anomaly, note FROM runs ORDER BY position"
-        )
+    def runs(self, after: int | None = None) -> list[StudyRun]:
+        """The child runs in the order they were added; `after`: only those added after that position (a live
+        study's new rows: positions only grow)."""
+        sql = "SELECT position, key, role, run_dir, status, verdict, first_anomaly, note FROM runs"
+        params: tuple[int, ...] = ()
+        if after is not None:
+            sql, params = sql + " WHERE position > ?", (int(after),)
+        rows = self._query(sql + " ORDER BY position", params)
         seen: dict[str, Any] = {}
         return [
             StudyRun(position, _loads(key), role, self._run_dir(run_dir, seen), status, verdict,
                      _loads(anomaly), note or "")
             for position, key, role, run_dir, status, verdict, anomaly, note in rows
         ]
+
+    def last_position(self) -> int:
+        """The position of the newest child run (-1: none yet); one lookup of the index's key."""
+        (last,) = self._query("SELECT MAX(position) FROM runs")[0]
+        return -1 if last is None else int(last)
 
     def kept_runs(self) -> list[StudyRun]:
         """The child runs whose records exist (a watch study's summary rows left out)."""

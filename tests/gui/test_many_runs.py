@@ -156,9 +156,9 @@ def test_the_gallery_decodes_the_cells_it_draws_only_into_a_bounded_cache(qtbot,
     decoded_on: list[bool] = []
     real_decode = gallery_images.decode
 
-    def spied_decode(path: str) -> QImage:
+    def spied_decode(path: str, size: int = gallery_images.IMAGE_PX) -> QImage:
         decoded_on.append(threading.current_thread() is threading.main_thread())
-        return real_decode(path)
+        return real_decode(path, size)
 
     monkeypatch.setattr(gallery_images, "decode", spied_decode)
     model = SweepModel()

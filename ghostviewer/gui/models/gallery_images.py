@@ -1,6 +1,6 @@
 """The sweep gallery's final images: decoded off the GUI thread, for the cells drawn only, scaled to the largest
 cell and kept in a bounded cache (the least recently drawn go first), so that a sweep of 10,000 runs scrolls
-without waiting on its PNGs and its memory stays flat.
+without waiting on its PNGs and its memory stays flat (the history's thumbnails come the same way).
 
 `get(path)` answers at once: the image when it is cached, else None (the cell draws its placeholder) and the image
 is wanted: the newest wishes are decoded first, a batch at a time, on the worker; `decoded` names the images that
@@ -35,10 +35,11 @@ def decode(path: str, size: int = IMAGE_PX) -> QImage:
 class GalleryImages(QObject):
     decoded = Signal(list)  # the paths whose images just came in
 
-    def __init__(self, capacity: int = CACHE_IMAGES, synchronous: bool = False,
-                 parent: QObject | None = None) -> None:
+    def __init__(self, capacity: int = CACHE_IMAGES, synchronous: bool = False, parent: QObject | None = None,
+                 size: int = IMAGE_PX) -> None:
+        """`size`: the largest side the images are scaled to (the history's thumbnails: 24 px)."""
         super().__init__(parent)
-        self.capacity = capacity
+        self.capacity, self.size = capacity, size
         self.decodes = 0  # images decoded so far (tests and benchmarks count them)
         self._cache: OrderedDict[str, QImage] = OrderedDict()
         self._wanted: OrderedDict[str, None] = OrderedDict()  # newest last
@@ -80,11 +81,13 @@ class GalleryImages(QObject):
             batch.append(self._wanted.popitem(last=True)[0])  # the newest wishes: the cells on screen now
         self._busy = True
 
+        size = self.size
+
         def work(task: Task) -> list[tuple[str, QImage]]:
             out = []
             for path in batch:
                 task.check()
-                out.append((path, decode(path)))
+                out.append((path, decode(path, size)))
                 time.sleep(0)  # hand the GIL to the GUI thread if it waits (else it may wait 5 ms a turn)
             return out
 

@@ -3,24 +3,25 @@
 A Line is what one history row shows — its six texts, tooltips and colours, its folder, kind and final image —
 made from a HistoryModel row by `line_of` (no Qt: the history's worker makes them off the GUI thread, beside
 its read). HistoryRows serves the lines to a QTreeView; the view asks only for the rows on screen, so a
-thumbnail is read only when its row is drawn (at the next turn of the event loop, a few ms of them at a time: a
-page scrolled into view is drawn at once, its thumbnails a moment later). The filter is an index list: the rows
+thumbnail is read only when its row is drawn, off the GUI thread (gallery_images.py: the newest wishes first, a
+batch at a time): a page scrolled into view is drawn at once, its thumbnails a moment later, and the GUI thread
+never waits on a PNG. The filter is an index list: the rows
 (and study children) whose texts hold the needle, a study shown when it or one of its runs matches.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections import OrderedDict
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSize, Qt, QTimer
+from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSize, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QImage, QPixmap, QStandardItem, QStandardItemModel
 
 from ghostviewer.gui import messages
+from ghostviewer.gui.models.gallery_images import BATCH, GalleryImages
 from ghostviewer.gui.models.history_model import BrokenEntry, HistoryRow, RunEntry, StudyChild, StudyEntry
 from ghostviewer.gui.models.timeline_model import anomaly_words
 
@@ -40,7 +41,6 @@ SEARCH_ROLE = Qt.ItemDataRole.UserRole + 5  # the row's texts in lower case, as 
 HEADERS = ("When", "Result", "Seed", "Steps", "Prompt", "First anomaly")
 COLUMNS = len(HEADERS)
 THUMB_PX = 24
-THUMB_BUDGET_S = 0.008  # thumbnails read at one turn of the event loop, at most this long
 THUMB_CACHE = 2000  # thumbnails kept (the rows drawn last)
 SERVED = frozenset({Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.ForegroundRole,
                     Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.SizeHintRole, Qt.ItemDataRole.FontRole, PATH_ROLE,
@@ -249,9 +249,9 @@ class HistoryRows(QStandardItemModel):
         self.row_size = QSize(THUMB_PX, THUMB_PX + 2)
         self._thumbs: OrderedDict[str, QIcon | None] = OrderedDict()  # final image → its thumbnail (None:
         # unreadable), the THUMB_CACHE drawn last: 10,000 rows scrolled through keep memory (and the collector) flat
-        self._waiting: dict[str, list[QPersistentModelIndex]] = {}  # images to read, for the rows drawn
-        self._reader = QTimer(self, singleShot=True, interval=0)
-        self._reader.timeout.connect(self._read_thumbnails)
+        self._waiting: dict[str, list[QPersistentModelIndex]] = {}  # images being read, for the rows drawn
+        self.images = GalleryImages(2 * BATCH, parent=self, size=THUMB_PX)  # decoded off the GUI thread
+        self.images.decoded.connect(self._on_thumbnails)
         self._bold = QFont()
         self._bold.setBold(True)
         self.setColumnCount(COLUMNS)  # from the start, and always: the header keeps its widths through resets
@@ -316,34 +316,39 @@ class HistoryRows(QStandardItemModel):
             self._thumbs.move_to_end(path)
             return self._thumbs[path]
         image = QImage(path)
-        icon = self._thumbs[path] = None if image.isNull() else QIcon(QPixmap.fromImage(image.scaled(
-            THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)))
+        return self._keep(path, image if image.isNull() else image.scaled(
+            THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation))
+
+    def _keep(self, path: str, image: QImage) -> QIcon | None:
+        icon = self._thumbs[path] = None if image.isNull() else QIcon(QPixmap.fromImage(image))
         if len(self._thumbs) > THUMB_CACHE:
             self._thumbs.popitem(last=False)
         return icon
 
     def _thumbnail_later(self, path: str, index: QModelIndex | QPersistentModelIndex) -> QIcon | None:
-        """The thumbnail if read; else it is read at the next turn of the event loop (THUMB_BUDGET_S at a turn:
-        a page scrolled into view does not wait on its images) and its row drawn again."""
+        """The thumbnail if read; else it is decoded off the GUI thread (a page scrolled into view does not wait
+        on its images) and its row drawn again when it comes."""
         if path in self._thumbs:
             self._thumbs.move_to_end(path)
             return self._thumbs[path]
         self._waiting.setdefault(path, []).append(QPersistentModelIndex(index))
-        self._reader.start()
+        if len(self._waiting) > THUMB_CACHE:  # rows scrolled past long ago: asked again when drawn
+            self._waiting.pop(next(iter(self._waiting)))
+        image = self.images.get(path)
+        if image is not None:  # decoded already for a row drawn before (the cache of a few batches)
+            self._waiting.pop(path, None)
+            return self._keep(path, image)
         return None
 
-    def _read_thumbnails(self) -> None:
-        start = time.perf_counter()
-        while self._waiting and time.perf_counter() - start < THUMB_BUDGET_S:
-            path = next(iter(self._waiting))
-            indexes = self._waiting.pop(path)
-            if self.thumbnail(path) is None:
+    def _on_thumbnails(self, paths: list[str]) -> None:
+        for path in paths:
+            indexes = self._waiting.pop(path, None)
+            image = self.images.get(path) if indexes is not None else None
+            if image is None or self._keep(path, image) is None:
                 continue
             for index in indexes:
                 if index.isValid():
                     self.dataChanged.emit(index, index, [Qt.ItemDataRole.DecorationRole])
-        if self._waiting:
-            self._reader.start()
 
     # -- where rows are ---------------------------------------------------------------------------------
     def place(self, path: str) -> tuple[int, int] | None:

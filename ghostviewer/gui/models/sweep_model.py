@@ -6,6 +6,11 @@ Roles: DisplayRole "seed 7 · nan", ToolTipRole the details, DecorationRole the 
 the largest cell, or None while it is decoded off the GUI thread: gallery_images.py — only the cells drawn ask, and a
 bounded cache keeps a 10,000-run sweep's memory flat), and RUN_DIR / VERDICT / ANOMALY / FAILED for the delegate
 that paints the badges. The grid's prompt numbers are counted once per read (its headers ask for them per row).
+
+Reading: a study of more than LARGE_STUDY runs has its index read on the model's worker (its runs, their statistics
+and prompts made there; the GUI thread takes the result in one step), a small one in place. Each refresh reads only
+the index rows added since the last read (positions only grow), so a live sweep of 10,000 runs re-reads a few rows
+a progress event, not 10,000; `rows_read` counts them.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from PySide6.QtCore import (
     QAbstractListModel,
@@ -27,6 +32,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QImage
 
 from ghostviewer.analysis.sweep_stats import SweepStats, is_failure
+from ghostviewer.gui.link.worker import Task, Worker
 from ghostviewer.gui.models.gallery_images import GalleryImages
 from ghostviewer.gui.models.verdict_words import run_words
 from ghostviewer.record import RecordError, StudyRecord
@@ -41,6 +47,7 @@ _PHASES = {"encode": 0, "denoise": 1, "decode": 2}
 FAILED_TEXT = QColor("#e53935")  # headers of prompts and seeds with failures
 _FINAL = os.sep + "images" + os.sep + "final.png"  # a run's final image, under its folder
 Index = QModelIndex | QPersistentModelIndex
+LARGE_STUDY = 400  # a study of more runs than this: its index read off the GUI thread
 
 
 @dataclass(frozen=True, slots=True)  # no __dict__: a 10,000-run sweep is 10,000 fewer objects for the collector
@@ -78,6 +85,62 @@ class SweepEntry:
         return (0, _PHASES.get(str(a.get("phase")), 3), -1 if step is None else int(step))
 
 
+class Grid(NamedTuple):
+    """The prompt × seed table of some runs (no Qt: a large study's is made on the worker, beside its read)."""
+
+    prompts: list[str]
+    seeds: list[int]
+    cells: dict[tuple[int, int], SweepEntry]
+    cell_of: dict[str, tuple[int, int]]  # run folder -> its cell
+
+
+def grid_of(shown: list[SweepEntry], prompts: list[str]) -> Grid:
+    """`shown` as a table: a row per prompt (in `prompts`' order, those shown only), a column per seed; a prompt
+    listed twice shares its row (its first run of a seed is shown)."""
+    kept = {e.prompt for e in shown}
+    rows = [p for p in prompts if p in kept]
+    seeds = sorted({e.seed for e in shown})
+    row, column = {p: i for i, p in enumerate(rows)}, {s: j for j, s in enumerate(seeds)}
+    cells: dict[tuple[int, int], SweepEntry] = {}
+    for e in shown:
+        cells.setdefault((row[e.prompt], column[e.seed]), e)
+    return Grid(rows, seeds, cells, {e.run_dir: cell for cell, e in cells.items()})
+
+
+class SweepRead(NamedTuple):
+    """What one read of a sweep's index found (no Qt): the member runs added after `after`, up to `last`."""
+
+    study_dir: str
+    after: int  # the newest position known before this read (-1: none)
+    last: int  # the newest position read
+    status: str
+    progress: dict[str, Any]
+    entries: list[SweepEntry]
+    rows: int  # index rows read
+    stats: SweepStats | None  # the entries' statistics, made beside the read (a first read), else None
+    prompts: list[str] | None = None  # the entries' prompts in list order (a first read)
+    grid: Grid | None = None  # their table, unfiltered (a first read)
+
+
+def read_sweep(study_dir: str, after: int = -1, record: StudyRecord | None = None,
+               task: Task | None = None) -> SweepRead:
+    """The sweep's index rows after position `after` (all: -1); on the model's worker for a large study."""
+    record = record or StudyRecord(study_dir)
+    runs = record.runs(after=after)
+    if task is not None:
+        task.check()
+    members = [r for r in runs if r.role == "member"]
+    entries = [SweepEntry(r.position, str(r.run_dir), str(r.key.get("prompt", "")), int(r.key.get("seed") or 0),
+                          r.verdict, r.status, r.first_anomaly) for r in members]
+    stats = prompts = grid = None
+    if after < 0:  # a whole study: its statistics and table made here too
+        stats = SweepStats.from_rows((r.key, r.verdict, r.first_anomaly, r.status) for r in members)
+        prompts = list(dict.fromkeys(e.prompt for e in entries))
+        grid = grid_of(entries, prompts)
+    return SweepRead(study_dir, after, runs[-1].position if runs else after, record.status, record.progress,
+                     entries, len(runs), stats, prompts, grid)
+
+
 class SweepModel(QAbstractListModel):
     changed = Signal()  # the study, its runs or the statistics changed (not just the filter)
     imagesArrived = Signal(list)  # the run folders whose final images were just decoded (their cells redrawn)
@@ -98,43 +161,101 @@ class SweepModel(QAbstractListModel):
         self._numbers: dict[str, int] = {}
         self.images = GalleryImages(synchronous=synchronous, parent=self)
         self.images.decoded.connect(self._on_images)
+        self.loading = False  # a large study's index is being read on the worker
+        self.rows_read = 0  # index rows read so far (a live sweep's refresh reads only the new ones)
+        self._last = -1  # the newest index position read
+        self._again = False  # a refresh asked for while a read was under way
+        self._ready: Grid | None = None  # the grid of every run, made beside the last whole read
+        self._synchronous = synchronous
+        self._reader = Worker(1, latest=True, synchronous=synchronous, what="reading the sweep's index",
+                              expected=(RecordError, OSError), parent=self)
+        self._reader.answered.connect(self._on_read)
 
     # -- the study ------------------------------------------------------------------------------
     def open_study(self, path: str | Path) -> None:
-        """Show a sweep study (RecordError when it is not one); filters are reset."""
-        record = StudyRecord(path)
+        """Show a sweep study (RecordError when it is not one); filters are reset. A large one's runs come from the
+        worker (`changed` follows; `loading` meanwhile)."""
+        record = StudyRecord(path)  # one study database: its kind and size
         if record.kind != "sweep":
             raise RecordError(f"{Path(path).name} is a {record.kind} study, not a sweep")
         self.study_dir = str(record.path)
         self.verdict_filter, self.prompt_filter, self.seed_filter = ALL, ALL, ALL
         self.images.clear()
+        self._reader.cancel()
+        self.entries, self.stats, self._last, self.loading, self._ready = [], SweepStats(), -1, False, None
+        if record.last_position() >= LARGE_STUDY and not self._synchronous:
+            self.status, self.progress = record.status, record.progress
+            self._count_prompts()
+            self._apply()
+            self.changed.emit()
+            self._read_later(self.study_dir, -1)
+            return
         self.refresh(record)
 
     def refresh(self, record: StudyRecord | None = None) -> None:
-        """Re-read the study's index (one query): new runs appear, statistics follow. `record`: the study, opened
-        already."""
+        """Read the index rows added since the last read (one query): new runs appear, statistics follow.
+        `record`: the study, opened already. A large study's rows are read on the worker."""
         if self.study_dir is None:
             return
+        if self.loading:
+            self._again = True  # the read under way started before this: another follows it
+            return
+        if record is None and len(self.entries) >= LARGE_STUDY and not self._synchronous:
+            self._read_later(self.study_dir, self._last)
+            return
         try:
-            record = record or StudyRecord(self.study_dir)
-            runs = [r for r in record.runs() if r.role == "member"]
-            self.status, self.progress = record.status, record.progress
+            read = read_sweep(self.study_dir, self._last, record)
         except RecordError:
             return  # being written; the next refresh sees it
-        self.entries = [SweepEntry(r.position, str(r.run_dir), str(r.key.get("prompt", "")),
-                                   int(r.key.get("seed") or 0), r.verdict, r.status, r.first_anomaly)
-                        for r in runs]
-        self.stats = SweepStats.from_rows((r.key, r.verdict, r.first_anomaly, r.status) for r in runs)
-        self._count_prompts()
+        self._take(read)
+
+    def _read_later(self, study_dir: str, after: int) -> None:
+        self.loading, self._again = True, False
+        self._reader.submit((study_dir, after), lambda task: read_sweep(study_dir, after, task=task))
+
+    def _on_read(self, tag: tuple[str, int], result: Any) -> None:
+        if tag != (self.study_dir, self._last):
+            return  # another study shown meanwhile
+        self.loading = False
+        if isinstance(result, SweepRead):
+            self._take(result)
+        if self._again:
+            self.refresh()
+
+    def _take(self, read: SweepRead) -> None:
+        """A read's rows added to the model (the GUI thread: a few list operations, the statistics of a first
+        read made on the worker already)."""
+        self.status, self.progress, self._last = read.status, read.progress, read.last
+        self.rows_read += read.rows
+        if not read.entries and read.after >= 0 and self.entries:
+            self.changed.emit()  # the progress and status only
+            return
+        if read.stats is not None:
+            self.entries, self.stats = list(read.entries), read.stats
+        else:
+            self.entries = self.entries + read.entries
+            for e in read.entries:
+                self.stats.add(e.prompt, e.seed, e.verdict, e.first_anomaly, e.status)
+        self._count_prompts(read.prompts)
+        self._ready = read.grid  # the table of every run, unfiltered, for the grid model
         self._apply()
         self.changed.emit()
 
-    def _count_prompts(self) -> None:
-        self._prompts = list(dict.fromkeys(e.prompt for e in self.entries))
+    def ready_grid(self) -> Grid | None:
+        """The table of the shown runs made on the worker with the read (every run shown, in list order), or
+        None: the grid model makes it."""
+        ready = self._ready
+        unfiltered = self.sort == SORTS[0] and self.verdict_filter == self.prompt_filter == self.seed_filter == ALL
+        return ready if ready is not None and unfiltered and len(self._shown) == len(self.entries) else None
+
+    def _count_prompts(self, prompts: list[str] | None = None) -> None:
+        self._prompts = list(dict.fromkeys(e.prompt for e in self.entries)) if prompts is None else prompts
         self._numbers = {p: i for i, p in enumerate(self._prompts, 1)}
 
     def clear(self) -> None:
+        self._reader.cancel()
         self.study_dir, self.entries, self.stats, self.status = None, [], SweepStats(), ""
+        self._last, self.loading, self._ready = -1, False, None
         self._count_prompts()
         self._apply()
         self.changed.emit()
@@ -163,7 +284,8 @@ class SweepModel(QAbstractListModel):
         return self.seed_filter == ALL or str(e.seed) == self.seed_filter
 
     def _apply(self) -> None:
-        shown = [e for e in self.entries if self._keep(e)]
+        unfiltered = self.verdict_filter == self.prompt_filter == self.seed_filter == ALL
+        shown = list(self.entries) if unfiltered else [e for e in self.entries if self._keep(e)]
         if self.sort == "verdict":
             shown.sort(key=lambda e: (not e.failed, e.label, e.position))
         elif self.sort == "first anomaly":
@@ -253,17 +375,9 @@ class SweepGridModel(QAbstractTableModel):
         self._rebuild()
 
     def _rebuild(self) -> None:
-        shown = self.runs.shown()
-        kept = {e.prompt for e in shown}
-        prompts = [p for p in self.runs.prompts() if p in kept]
-        seeds = sorted({e.seed for e in shown})
-        row, column = {p: i for i, p in enumerate(prompts)}, {s: j for j, s in enumerate(seeds)}
-        cells: dict[tuple[int, int], SweepEntry] = {}
-        for e in shown:
-            cells.setdefault((row[e.prompt], column[e.seed]), e)
+        grid = self.runs.ready_grid() or grid_of(self.runs.shown(), self.runs.prompts())
         self.beginResetModel()
-        self.prompts, self.seeds, self._cells = prompts, seeds, cells
-        self._cell_of = {e.run_dir: cell for cell, e in cells.items()}
+        self.prompts, self.seeds, self._cells, self._cell_of = grid
         self.endResetModel()
 
     def _on_images(self, run_dirs: list[str]) -> None:

@@ -61,6 +61,7 @@ class SweepRates(QWidget):
         self.by.currentIndexChanged.connect(self.refresh)
         self.table.cellClicked.connect(self._on_clicked)
         model.changed.connect(self.refresh)
+        self._shown: tuple[str, list] | None = None  # the rates the table and chart show (by what, rows)
         self.refresh()
 
     @property
@@ -72,6 +73,9 @@ class SweepRates(QWidget):
 
     def refresh(self) -> None:
         rows = self.rows()
+        if (self.kind, rows) == self._shown:
+            return  # a live sweep's progress only: the rates are those shown
+        self._shown = (self.kind, rows)
         header = self.table.horizontalHeader()
         for column in (1, 2):  # fitted once at the end, not once per cell (100 prompts: 0.9 s -> a few ms)
             header.setSectionResizeMode(column, header.ResizeMode.Interactive)
