@@ -33,6 +33,7 @@ class StepData:
     latents_preview: np.ndarray | None = None  # the noisy latents' cheap preview (recorded, else from channels)
     decoded: np.ndarray | None = None  # a full VAE decode of this step, when one was asked for
     error: str = ""  # why the step could not be read ("" when it was)
+    latents_mosaic: tuple[np.ndarray, float] | None = None  # channel_mosaic(latents, lut) made by the reader
 
     @property
     def key(self) -> StepKey | None:
@@ -97,9 +98,11 @@ def _frozen(array: np.ndarray | None) -> np.ndarray | None:
     return array
 
 
-def load_step_data(record: RunRecord, step: int, version: int = 0, look_for_decode: bool = True) -> StepData:
+def load_step_data(record: RunRecord, step: int, version: int = 0, look_for_decode: bool = True,
+                   mosaic_lut: np.ndarray | None = None) -> StepData:
     """The step's tensor file, the run's file list and the step's images, read once (look_for_decode=False skips
-    the on-demand decode: none exists while the engine is still writing the run). Never raises RecordError."""
+    the on-demand decode: none exists while the engine is still writing the run). mosaic_lut: colour the latent
+    channels with it here (channel_mosaic), off the GUI thread. Never raises RecordError."""
     run_dir = str(record.path)
     try:
         tensors = record.step_tensors(step)
@@ -126,8 +129,12 @@ def load_step_data(record: RunRecord, step: int, version: int = 0, look_for_deco
         decoded = None
     for array in tensors.values():
         _frozen(array)
+    mosaic = None
+    if mosaic_lut is not None and isinstance(latents, np.ndarray):
+        image, limit = channel_mosaic(latents, mosaic_lut)
+        mosaic = (_frozen(image), limit)
     return StepData(run_dir, step, version, tensors, _frozen(recorded("preview")), _frozen(latents_preview),
-                    _frozen(decoded))
+                    _frozen(decoded), latents_mosaic=mosaic)
 
 
 def channels_rgb(latents: np.ndarray) -> np.ndarray:

@@ -1,12 +1,14 @@
 """StatGridModel: the shown run's stat grid (every traced module × enc | the denoising steps | dec) and its first
 anomaly's cell, for the stats heat map. Read off the GUI thread by a plain function (read_grid) on a Worker, only
-while the view is on screen (a view that comes back reads then), and not while the engine writes the run: it
-fills in when the run ends. An answer for a run, or a moment of it, no longer wanted is dropped. The grid's
-|robust z| against the baseline the run was judged by (read_baseline_z) is read the same way, when first asked
-for."""
+while the view is on screen (a view that comes back reads then). While the engine writes the run, only the new
+steps' rows are read (read_new_steps, at most every LIVE_READ_MS) and added to the grid as new columns
+(extend_grid); when the run ends it is read whole once (its decode column, its first anomaly). An answer for a run,
+or a moment of it, no longer wanted is dropped. The grid's |robust z| against the baseline the run was judged by
+(read_baseline_z) is read the same way, when first asked for."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,11 +21,62 @@ from ghostviewer.analysis.stat_grid import StatGrid, stat_grid
 from ghostviewer.gui.link.worker import Worker
 from ghostviewer.gui.models.step_data_model import DrawWhenShown
 from ghostviewer.gui.models.timeline_model import TimelineModel
-from ghostviewer.record import RecordError, RunRecord
+from ghostviewer.record import RecordError, RunRecord, StatRow
+from ghostviewer.record.types import PHASE_ORDER
 
 REFRESH_MS = 250  # new rows of a run that is not live (e.g. its last ones), read together
+LIVE_READ_MS = 250  # a live run's new steps, read together at most four times a second
 
-GridKey = tuple[str, str, int]  # (run folder, status, recorded steps): what a grid was read for
+GridKey = tuple[str, str, int]  # (run folder, status — "live" while written —, recorded steps): what was read for
+
+
+def _better(row: StatRow, than: StatRow) -> bool:
+    """stat_grid's choice of the row a cell shows: a bad call first, then the first call."""
+    def rank(r: StatRow) -> tuple[bool, int, int]:
+        return not (r.nan_count or r.inf_count), r.call, r.seq
+    return rank(row) < rank(than)
+
+
+def extend_grid(grid: StatGrid | None, rows: Sequence[StatRow]) -> StatGrid | None:
+    """`grid` with more rows added (a live run's next steps): new columns in phase and step order, modules first
+    seen in them below the others (their outputs come later in execution order). The same grid stat_grid gives
+    for all the rows at once; when the new columns only follow the old ones (the usual case) the old cells are
+    kept as they are. None when there is nothing to show."""
+    if grid is None or not grid.modules:
+        return stat_grid(rows) if rows else grid
+    more = stat_grid(rows)
+    if not more.modules:
+        return grid
+    known = set(grid.modules)
+    modules = grid.modules + [m for m in more.modules if m not in known]
+    columns = sorted(set(grid.columns) | set(more.columns), key=lambda c: (PHASE_ORDER.get(c[0], 1), c[1] or 0))
+    col_of = {c: j for j, c in enumerate(columns)}
+    if columns[:len(grid.columns)] == grid.columns:
+        cells = dict(grid.rows)  # appended columns: every old cell keeps its place
+    else:
+        cells = {(i, col_of[grid.columns[j]]): r for (i, j), r in grid.rows.items()}
+    row_of = {m: i for i, m in enumerate(modules)}
+    for (i, j), r in more.rows.items():
+        key = (row_of[more.modules[i]], col_of[more.columns[j]])
+        if key not in cells or _better(r, cells[key]):
+            cells[key] = r
+    bad = np.zeros((len(modules), len(columns)), bool)
+    for (i, j), r in cells.items():
+        bad[i, j] = bool(r.nan_count or r.inf_count)
+    return StatGrid(modules, columns, bad, cells)
+
+
+def read_new_steps(record: RunRecord, grid: StatGrid | None, steps: Sequence[int]
+                   ) -> tuple[StatGrid | None, tuple[int, int] | None] | None:
+    """`grid` with the rows of these denoising steps added (with no grid yet: the encode rows too); a worker
+    thread calls this while the run is written. None when the record cannot be read now (mid-write)."""
+    try:
+        rows = [] if grid is not None else record.stats(phase="encode")
+        for step in steps:
+            rows += record.stats(phase="denoise", step=int(step))
+    except RecordError:
+        return None
+    return extend_grid(grid, rows), None  # the first anomaly is judged when the run ends
 
 
 def read_grid(record: RunRecord) -> tuple[StatGrid | None, tuple[int, int] | None] | None:
@@ -67,6 +120,7 @@ class StatGridModel(QObject):
         self._z: tuple[StatGrid, np.ndarray] | None = None  # the baseline z of a grid
         self._z_worker = Worker(1, latest=True, what="reading the baseline z", parent=self)
         self._z_worker.answered.connect(self._on_z)
+        self.reads = {"whole": 0, "steps": 0}  # reads so far, by kind (tests count them)
         self._pending = QTimer(self, singleShot=True, interval=REFRESH_MS)
         self._pending.timeout.connect(self.reload)
         timeline.runChanged.connect(self.reload)
@@ -98,11 +152,10 @@ class StatGridModel(QObject):
         self.baselineZChanged.emit()
 
     def _on_steps(self, _count: int) -> None:
-        # Re-reading every row and redrawing the grid costs tens of milliseconds on the GUI thread; during a
-        # live run that would stall the window once a refresh, so the grid fills in when the run ends.
-        if self.timeline.live:
-            return
+        # A live run's steps come in one by one: only theirs are read, LIVE_READ_MS apart at most, and added as
+        # columns; the whole grid is read again only once the run has ended.
         if not self._pending.isActive():
+            self._pending.setInterval(LIVE_READ_MS if self.timeline.live else REFRESH_MS)
             self._pending.start()
 
     def reload(self) -> None:
@@ -110,15 +163,29 @@ class StatGridModel(QObject):
 
     def _read(self) -> None:
         record = self.timeline.record
-        if record is None or self.timeline.live:
+        if record is None:
             self._worker.cancel()
             self._wanted, self._reading = None, False
             self._set(None, None)
             return
-        key = (str(record.path), self.timeline.status, self.timeline.count)
+        live = self.timeline.live
+        key = (str(record.path), "live" if live else self.timeline.status, self.timeline.count)
         if self._wanted is None or self._wanted[0] != key[0]:  # another run: not a moment of the old grid
             self._set(None, None)
+        if live:
+            if self._reading and self._wanted is not None and self._wanted[1] == "live":
+                return  # one step read at a time: its answer asks for what came in meanwhile
+            grid = self.grid if self._wanted is not None and self._wanted[0] == key[0] else None
+            have = set(grid.steps) if grid is not None else set()
+            steps = [info.index for info in self.timeline.steps if info.index not in have]
+            if not steps:
+                return
+            self._wanted, self._reading = key, True
+            self.reads["steps"] += 1
+            self._worker.submit(key, lambda _task: read_new_steps(record, grid, steps))
+            return
         self._wanted, self._reading = key, True
+        self.reads["whole"] += 1
         self._worker.submit(key, lambda _task: read_grid(record))  # cancels a read not wanted any more
 
     def _on_grid(self, key: Any, result: Any) -> None:
@@ -127,6 +194,8 @@ class StatGridModel(QObject):
         self._reading = False
         if isinstance(result, tuple):
             self._set(*result)
+        if key[1] == "live" and self.timeline.live and self.timeline.count != key[2]:
+            self._drawing.changed()  # steps that came in during the read
 
     def _set(self, grid: StatGrid | None, anomaly_cell: tuple[int, int] | None) -> None:
         self.grid, self.anomaly_cell = grid, anomaly_cell

@@ -118,6 +118,7 @@ class StepDataModel(QObject):
         self.live = False
         self.steps: list[int] = []  # the run's recorded step indexes (for the attention over the run)
         self.current: StepData = NO_STEP
+        self.mosaic_lut: np.ndarray | None = None  # the latents view's colour map: the reader colours them
         self.dropped = 0  # results that came back after the user had moved on (not shown)
         self._wanted: StepKey | None = None
         self._versions: dict[tuple[str, int], int] = {}
@@ -210,9 +211,10 @@ class StepDataModel(QObject):
             return
         if self._loading is not None:
             return  # one read at a time: when it ends, the newest wish is read
-        record, look_for_decode = self.record, not self.live
+        record, look_for_decode, lut = self.record, not self.live, self.mosaic_lut
         self._loading = key
-        self._submit("step", key, lambda _task: load_step_data(record, key[1], key[2], look_for_decode))  # type: ignore[arg-type]
+        self._submit("step", key, lambda _task: load_step_data(record, key[1], key[2], look_for_decode,  # type: ignore[arg-type]
+                                                               lut))
 
     def _submit(self, kind: str, key: object, work: Callable[[Task], Any]) -> None:
         self._worker.synchronous = self.synchronous

@@ -253,6 +253,7 @@ class StatPlot(QSplitter):
         self.modules.blockSignals(False)
         self._check_listed()
         self._apply_filter(self.filter.text())
+        self._colour_list()  # the new items' swatches (the next redraw need not flow the legend)
 
     def _check_listed(self) -> None:
         self.modules.blockSignals(True)
@@ -333,7 +334,8 @@ class StatPlot(QSplitter):
         self._last_draw = time.monotonic()
         self.draws += 1
         wanted, stat = self._wanted(), self.selection.stat
-        for module in [m for m in self._curves if m not in wanted]:
+        gone = [m for m in self._curves if m not in wanted]
+        for module in gone:
             self.plot.removeItem(self._curves.pop(module))
             self.legend.removeItem(module)
         if stat != self._ylabel:
@@ -364,7 +366,8 @@ class StatPlot(QSplitter):
             if name in labels and label.text != labels[name]:
                 label.setText(labels[name])
                 relabelled = True
-        self._flow_legend(relabelled or bool(new_curves))
+        if relabelled or new_curves or gone:  # else the legend is as it was (a resize flows it again itself)
+            self._flow_legend(True)
         self._all_dirty = False
         self._dirty.clear()
         self._say_when_nothing_is_finite(wanted, stat)

@@ -3,7 +3,9 @@ phases (columns: enc | the denoising steps | dec), coloured by one statistic (or
 the baseline the run was judged by, read off the GUI thread when first shown); NaN/Inf cells red, the first
 anomaly outlined wherever it happened. A click moves the timeline's step and the module in focus (BlockModel).
 Step columns are the record's step indexes. The grid comes from a StatGridModel (read off the GUI thread, only
-while this view is on screen, not while the engine writes the run); this file draws it and handles the mouse."""
+while this view is on screen; a live run's new steps as new columns); this file draws it and handles the mouse.
+A new grid is drawn at the next frame (several in one frame: once); a grid that only adds columns to the one drawn
+colours only its new cells and keeps the labels and phase lines that did not change."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
@@ -23,6 +25,7 @@ from ghostviewer.analysis.stat_grid import (
     grid_rgba,
     grid_values,
     row_summary,
+    stat_value,
 )
 from ghostviewer.gui.models.block_model import BlockModel
 from ghostviewer.gui.models.stat_grid_model import StatGridModel
@@ -34,6 +37,13 @@ BASELINE_Z = "z (baseline)"  # |robust z| of each output against the shown run's
 READING_Z = f"reading the run's baseline for {BASELINE_Z}…"
 LABEL_PX = 11  # the height one module label needs
 COLUMN_LABEL_PX = 24  # the width one column label ("dec", "18") needs
+FRAME_MS = 16  # new grids drawn at most once a frame
+
+
+def extends(grid: StatGrid, drawn: StatGrid | None) -> bool:
+    """`grid` is `drawn` with columns added after its own (a live run's next steps), its modules the same."""
+    return (drawn is not None and grid.modules == drawn.modules and len(grid.columns) >= len(drawn.columns)
+            and grid.columns[:len(drawn.columns)] == drawn.columns)
 
 
 def short(module: str) -> str:
@@ -84,8 +94,13 @@ class StatsHeatmap(QWidget):
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.info)
         self.lut = pg.colormap.get(HEATMAP_COLORMAP).getLookupTable(nPts=256, alpha=False)
+        self.draws = {"full": 0, "columns": 0, "cells": 0}  # redraws: whole, new columns only; cells valued
+        self._drawn: tuple[StatGrid, str, np.ndarray] | None = None  # the grid drawn, its stat, the raw values
+        self._ticks: tuple[object, object, object] = (None, None, None)  # row labels, column labels, phase spans
+        self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
+        self._frame.timeout.connect(self._draw)
         self.data = StatGridModel(timeline, self, parent=self)
-        self.data.gridChanged.connect(self._draw)
+        self.data.gridChanged.connect(self._frame.start)  # at the next frame: a burst of grids is drawn once
         self.data.baselineZChanged.connect(self._draw)
         self.stat.currentTextChanged.connect(lambda _s: self._draw())
         self.log.toggled.connect(lambda _on: self._draw())
@@ -105,15 +120,35 @@ class StatsHeatmap(QWidget):
 
     @property
     def loading(self) -> bool:
-        """A grid is being read, or will be shortly (a refresh is pending)."""
-        return self.data.loading
+        """A grid is being read, or will be shortly (a refresh is pending), or waits for the next frame."""
+        return self.data.loading or self._frame.isActive()
 
     def reload(self) -> None:
         self.data.reload()
 
+    def _values(self, grid: StatGrid, stat: str) -> np.ndarray:
+        """The raw values of `stat` over the grid: only the new columns' cells when it extends the grid drawn."""
+        drawn = self._drawn
+        if drawn is not None and drawn[1] == stat and extends(grid, drawn[0]):
+            old = drawn[2]
+            start = old.shape[1]
+            values = np.full(grid.bad.shape, np.nan)
+            values[:, :start] = old
+            for (i, j), row in grid.rows.items():
+                if j >= start:
+                    values[i, j] = stat_value(row, stat)
+                    self.draws["cells"] += 1
+            self.draws["columns"] += 1
+            return values
+        self.draws["full"] += 1
+        self.draws["cells"] += len(grid.rows)
+        return grid_values(grid, stat)
+
     def _draw(self) -> None:
+        self._frame.stop()
         grid, stat = self.grid, self.stat.currentText()
         if grid is None or not grid.modules:
+            self._drawn, self._ticks = None, (None, None, None)
             self.image.clear()
             self.plot.getAxis("left").setTicks([[]])
             self.plot.getAxis("bottom").setTicks(None)
@@ -123,9 +158,12 @@ class StatsHeatmap(QWidget):
         z = self.data.baseline_z() if stat == BASELINE_Z else None  # None while read: baselineZChanged follows
         reading = stat == BASELINE_Z and z is None
         if stat != BASELINE_Z:
-            values = grid_values(grid, stat)
+            values = self._values(grid, stat)
+            self._drawn = (grid, stat, values)
         else:
             values = np.full(grid.bad.shape, np.nan) if z is None else z
+            self._drawn = None
+            self.draws["full"] += 1
         rgba, (lo, hi) = grid_rgba(display_values(values, stat, self.log.isChecked()), grid.bad, self.lut)
         self.image.setImage(rgba, autoLevels=False, levels=(0, 255))
         columns = len(grid.columns)
@@ -133,8 +171,7 @@ class StatsHeatmap(QWidget):
         self._label_rows()
         self._label_columns()
         self._draw_phase_lines(grid)
-        self.plot.setXRange(-0.5, columns - 0.5, padding=0)
-        self.plot.setYRange(0, len(grid.modules), padding=0)
+        self.plot.setRange(xRange=(-0.5, columns - 0.5), yRange=(0, len(grid.modules)), padding=0)
         scale = "log10 " if self.log.isChecked() and stat not in ("nan_count", BASELINE_Z) else ""
         unjudged = stat == BASELINE_Z and not np.isfinite(values).any()
         self.info.setText(READING_Z if reading else f"{BASELINE_Z}: this run was judged against no baseline"
@@ -152,14 +189,21 @@ class StatsHeatmap(QWidget):
         steps = [j for j, (phase, _s) in enumerate(grid.columns) if phase == "denoise"]
         shown = set(fixed) | {j for n, j in enumerate(steps)
                               if n % every == 0 and all(abs(j - f) >= every for f in fixed)}
-        self.plot.getAxis("bottom").setTicks([[(float(j), grid.label(j)) for j in sorted(shown)]])
+        ticks = [[(float(j), grid.label(j)) for j in sorted(shown)]]
+        if ticks != self._ticks[1]:  # the axis lays itself out again at every setTicks
+            self._ticks = (self._ticks[0], ticks, self._ticks[2])
+            self.plot.getAxis("bottom").setTicks(ticks)
 
     def _draw_phase_lines(self, grid: StatGrid) -> None:
         """A line between enc | the steps | dec."""
+        spans = grid.phase_spans()[:-1]
+        if spans == self._ticks[2]:
+            return
+        self._ticks = (self._ticks[0], self._ticks[1], spans)
         for line in self.phase_lines:
             self.plot.removeItem(line)
         self.phase_lines = [pg.InfiniteLine(end + 0.5, angle=90, pen=pg.mkPen("#9e9e9e", width=1))
-                            for _phase, _start, end in grid.phase_spans()[:-1]]
+                            for _phase, _start, end in spans]
         for line in self.phase_lines:
             self.plot.addItem(line)
 
@@ -170,8 +214,10 @@ class StatsHeatmap(QWidget):
             return
         row_px = max(self.plot.getViewBox().height(), 1.0) / len(grid.modules)
         every = max(1, math.ceil(LABEL_PX / row_px))
-        self.plot.getAxis("left").setTicks(
-            [[(i + 0.5, short(m)) for i, m in enumerate(grid.modules) if i % every == 0]])
+        ticks = [[(i + 0.5, short(m)) for i, m in enumerate(grid.modules) if i % every == 0]]
+        if ticks != self._ticks[0]:
+            self._ticks = (ticks, self._ticks[1], self._ticks[2])
+            self.plot.getAxis("left").setTicks(ticks)
 
     # -- markers ----------------------------------------------------------------------------------
     def _step_number(self) -> int | None:

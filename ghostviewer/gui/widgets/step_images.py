@@ -81,6 +81,7 @@ class StepImages(QWidget):
         super().__init__(parent)
         self.model, self.data, self.batch = model, data, batch
         self.lut = pg.colormap.get(LATENT_COLORMAP).getLookupTable(nPts=256, alpha=False)
+        data.mosaic_lut = self.lut  # the latents coloured where they are read, off the GUI thread
         self.panes = {name: ImagePane(name) for name in PANES}
         grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
@@ -170,7 +171,7 @@ class StepImages(QWidget):
         if not first:
             view = sample_step(view, self.sample) or view  # the step's own tensors of the selected sample
         if view.latents is not None:
-            mosaic, limit = channel_mosaic(view.latents, self.lut)
+            mosaic, limit = view.latents_mosaic or channel_mosaic(view.latents, self.lut)  # coloured by the reader
             scale = f"±{limit:.3g}" if np.isfinite(view.latents).any() else "all NaN/Inf"  # no scale to give
             self._set("latents", mosaic, f"latents · {view.latents.shape[0]} ch · {scale}")
         else:
