@@ -218,9 +218,14 @@ def _snapshot(record: RunRecord, target: Path) -> sqlite3.Connection:
             source.backup(copy)
         source.close()
         copy.execute("PRAGMA journal_mode=DELETE")
-        return copy
+        extra = schema.foreign_object(copy)
     except sqlite3.Error as exc:
         raise RecordError(f"cannot copy the run database of {record.run_id}: {exc}") from exc
+    if extra:  # a bundle that every reader would refuse is never written
+        copy.close()
+        raise BundleError(f"run {record.run_id} has an unexpected {extra} in its database (GhostViewer never writes "
+                          "one: the record was edited); not bundling it")
+    return copy
 
 
 # -- the manifest -----------------------------------------------------------------------------------

@@ -28,7 +28,12 @@ MAX_MEMBERS = 100_000
 FEATURE_MAP_PREFIXES = ("fm/", "attn/")  # captured feature maps and cross-attention maps in step tensors
 PREVIEW_KEYS = ("preview", "latents_preview")  # cheap uint8 previews kept when step tensors are left out
 
-_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # \Z: a name ending in a newline does not match
+# \Z: a name ending in a newline does not match; 255 characters: a file name's limit
+_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}\Z")
+MAX_DEPTH = 8  # runs/<run_id>/isolate/<file> is the deepest GhostViewer writes
+# The only Python a bundle holds is what GhostViewer writes: anything else (a `torch.py` beside repro.py) would run
+# in place of the module it shadows when the user runs the repro.
+_PYTHON = re.compile(rf"({REPRO}|{REPRODUCE}|{RUNS_FOLDER}/[^/]+/{ISOLATE_FOLDER}/{REPRO})\Z".replace(".py", r"\.py"))
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 
 
@@ -48,11 +53,14 @@ def check_member_name(name: str, directory: bool = False) -> PurePosixPath:
     parts = name.split("/")
     if ".." in parts:
         raise BundleError(f"bundle member {shown} points outside the bundle ('..')")
-    if not all(_PART.match(part) for part in parts):
-        raise BundleError(f"bundle member {shown} has a name GhostViewer does not write")
+    if len(parts) > MAX_DEPTH or not all(_PART.match(part) for part in parts):
+        raise BundleError(f"bundle member {shown[:200]} has a name GhostViewer does not write")
     path = PurePosixPath(name)
     if not directory and path.suffix.lower() not in ALLOWED_SUFFIXES:
         raise BundleError(f"bundle member {shown} is not an expected file type ({', '.join(ALLOWED_SUFFIXES)})")
+    if not directory and path.suffix.lower() == ".py" and not _PYTHON.match(name):
+        raise BundleError(f"bundle member {shown} is Python code GhostViewer does not write (only {REPRO}, "
+                          f"{REPRODUCE} and a run's {ISOLATE_FOLDER}/{REPRO}); refusing it")
     return path
 
 

@@ -5,6 +5,7 @@ the bundle is ever executed, imported or unpickled."""
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import secrets
 import shutil
@@ -50,6 +51,13 @@ class _Checked:
 
 def _refuse_constant(name: str) -> Any:
     raise BundleError(f"bad bundle manifest: {name} is not valid JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 is valid JSON, but no number GhostViewer writes (nor JSON can write back)
+        raise BundleError(f"bad bundle manifest: {text[:40]} is not a finite number")
+    return value
 
 
 def _open_zip(path: Path) -> zipfile.ZipFile:
@@ -110,7 +118,8 @@ def _read_manifest(zf: zipfile.ZipFile, info: zipfile.ZipInfo | None) -> dict[st
     if info.file_size > MAX_MANIFEST_SIZE:
         raise BundleError("bad bundle manifest: manifest.json is too large")
     data = b"".join(_verified_chunks(zf, info, None))
-    manifest = loads(data, BundleError, "bad bundle manifest: manifest.json", parse_constant=_refuse_constant)
+    manifest = loads(data, BundleError, "bad bundle manifest: manifest.json", parse_constant=_refuse_constant,
+                     parse_float=_finite)
     return validate_manifest(manifest)
 
 
@@ -221,28 +230,38 @@ def _extract(checked: _Checked, folder: Path) -> None:
 
 
 def _check_run(path: Path, run_id: str, entry: dict[str, Any] | None = None) -> None:
-    """The bundled database holds tables only (no views or triggers), reads as a run, and says what the
-    manifest's entry for it (when given) says of its verdict and first anomaly."""
+    """The bundled database holds tables only (schema.foreign_object: no view, trigger, generated column or virtual
+    table of its own), reads as a run (its tensors too), and says what the manifest's entry for it (when given) says
+    of its verdict, first anomaly and settings (the prompt, seed and steps inspect shows are the manifest's copy)."""
     db = path / schema.DB_NAME
     try:
         conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
         try:
-            extra = conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger')").fetchall()
+            conn.execute("PRAGMA trusted_schema=OFF")
+            extra = schema.foreign_object(conn)
         finally:
             conn.close()
     except sqlite3.Error as exc:
         raise BundleError(f"bundled run {run_id} has an unreadable database ({exc})") from exc
     if extra:
-        raise BundleError(f"bundled run {run_id} has an unexpected {extra[0][0]} in its database; refusing it")
+        raise BundleError(f"bundled run {run_id} has an unexpected {extra} in its database; refusing it")
     try:
         record = RunRecord(path)
         recorded = (record.verdict or {}).get("label"), record.first_anomaly
+        settings = record.settings
+        record.check_tensors()  # a safetensors header that lies is said now, not when a view reads that step
     except RecordError as exc:
         raise BundleError(f"bundled run {run_id} is not readable: {exc}") from exc
-    if entry is not None and ((entry.get("verdict") or {}).get("label"), entry.get("first_anomaly")) != recorded:
+    if entry is None:
+        return
+    if ((entry.get("verdict") or {}).get("label"), entry.get("first_anomaly")) != recorded:
         said = (entry.get("verdict") or {}).get("label")
         raise BundleError(f"bundled run {run_id}: the manifest says verdict {said!r} but the run's own database says "
                           f"{recorded[0]!r} (or another first anomaly): the bundle was edited; refusing it")
+    claims = {"settings": entry.get("settings"), **{key: entry.get(key) for key in ("prompt", "seed", "steps")}}
+    if claims != {"settings": settings, **{key: settings.get(key) for key in ("prompt", "seed", "steps")}}:
+        raise BundleError(f"bundled run {run_id}: the manifest's settings (prompt, seed, steps) are not the run's "
+                          "own database's: the bundle was edited; refusing it")
 
 
 def _check_databases(checked: _Checked) -> None:

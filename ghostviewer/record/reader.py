@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import io
+import os
 import sqlite3
 import stat
 import struct
@@ -268,6 +269,21 @@ class RunRecord(StoreRecord):
         except sqlite3.OperationalError:  # a record from before tensors were kept inline
             return []
 
+    def check_tensors(self) -> None:
+        """Read every tensors entry the run lists and holds (a killed run lacks its last: not an error); RecordError
+        for the first that does not read — a safetensors header that lies about its offsets, shapes or dtypes."""
+        inline = {name for (name,) in self._query("SELECT name FROM blobs")} if "blobs" in self._tables() else set()
+        for entry in self.files():
+            relpath = str(entry["relpath"])
+            if entry["kind"] != "tensors":
+                continue
+            if relpath.startswith(schema.INLINE_PREFIX):
+                held = relpath.removeprefix(schema.INLINE_PREFIX) in inline
+            else:
+                held = os.path.lexists(self._file(relpath))
+            if held:
+                self._load(relpath)
+
     def files(self) -> list[dict[str, Any]]:
         rows = self._query("SELECT name, kind, relpath, step FROM files ORDER BY kind, name")
         return [{"name": n, "kind": k, "relpath": r, "step": s} for n, k, r, s in rows]
@@ -287,11 +303,13 @@ class RunRecord(StoreRecord):
         return self._load(relpath)
 
     def image_path(self, name: str = "final") -> Path | None:
+        """The image's file; None when there is none, or when its header declares more pixels than any run makes
+        (MAX_IMAGE_PIXELS: a decompression bomb, which every reader of the path would otherwise decode)."""
         relpath = self._lookup(name, "image") or f"images/{name}.png"
         if "/" in name:
             return None
         target = self._file(relpath)
-        return target if target.is_file() else None
+        return target if target.is_file() and declared_pixels(target) <= MAX_IMAGE_PIXELS else None
 
     def step_image_path(self, step: int, name: str) -> Path | None:
         return self.image_path(f"step_{int(step):04d}_{name}")
@@ -354,6 +372,21 @@ class RunRecord(StoreRecord):
 
 
 _MAX_HEADER = 100 * 1024**2  # safetensors' own limit on a header's length
+MAX_IMAGE_PIXELS = 8192 * 8192  # below Pillow's bomb warning (~89 M pixels); an 8192×8192 run keeps its image
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def declared_pixels(path: Path) -> int:
+    """Width × height a PNG's header declares (0 for a file that is no PNG: its reader says what is wrong)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(24)
+    except OSError:
+        return 0
+    if len(head) < 24 or not head.startswith(_PNG_SIGNATURE) or head[12:16] != b"IHDR":
+        return 0
+    width, height = struct.unpack(">II", head[16:24])
+    return width * height
 
 
 def safetensors_header(read: Callable[[int], bytes]) -> dict[str, Any]:

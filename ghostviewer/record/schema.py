@@ -84,3 +84,23 @@ RUN_FORMAT = StoreFormat(
 check_version = RUN_FORMAT.check_version
 read_version = RUN_FORMAT.read_version
 migrate = RUN_FORMAT.migrate
+
+
+def foreign_object(conn: sqlite3.Connection) -> str | None:
+    """What in a database GhostViewer never writes and a reader would run or compute — a view, a trigger, a virtual
+    table other than the event index, a generated column — in words; None when it holds tables and indexes only.
+    A bundle's database (someone else's file) is refused for one, and export never bundles one."""
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    for kind, name, sql in rows:
+        if kind in ("view", "trigger"):
+            return f"{kind} {name!r}"
+        text = " ".join(str(sql or "").split()).upper()
+        if kind == "table" and text.startswith("CREATE VIRTUAL TABLE"):
+            if name != FTS_TABLE or "USING FTS5(MESSAGE, CONTENT='EVENTS', CONTENT_ROWID='ID')" not in text:
+                return f"virtual table {name!r}"
+    for kind, name, _ in rows:
+        if kind == "table" and name != FTS_TABLE:
+            quoted = '"' + str(name).replace('"', '""') + '"'
+            if any(column[6] in (2, 3) for column in conn.execute(f"PRAGMA table_xinfo({quoted})")):
+                return f"generated column in table {name!r}"
+    return None
