@@ -110,7 +110,11 @@ def flag_of(field: str) -> str:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    """One strict JSON document on stdout. A value that JSON cannot hold (an infinite guidance or a NaN score that
+    a record holds, made by hand or by another version) is written as null rather than crashing the command."""
+    from ghostviewer.record.schema import jsonable
+
+    sys.stdout.write(json.dumps(jsonable(data), indent=2, allow_nan=False) + "\n")
 
 def progress_printer(quiet: bool):
     started = time.perf_counter()

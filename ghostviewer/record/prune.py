@@ -81,12 +81,14 @@ class _Candidate:
 
 
 def _timestamp(created: object, folder: Path) -> float:
-    try:
-        return datetime.fromisoformat(str(created)).timestamp()
-    except (TypeError, ValueError):
-        with contextlib.suppress(OSError):
-            return folder.lstat().st_mtime
-        return 0.0
+    """When the record was made: its created_at, else its folder's mtime, else 0 — always a time that can be written
+    back as a date (a hand-edited "0001-01-01T00:00:00+23:59" is year 0 in UTC, which no datetime holds)."""
+    for moment in (lambda: datetime.fromisoformat(str(created)).timestamp(), lambda: folder.lstat().st_mtime):
+        with contextlib.suppress(TypeError, ValueError, OverflowError, OSError):
+            stamp = moment()
+            datetime.fromtimestamp(stamp).astimezone()
+            return stamp
+    return 0.0
 
 
 def _label(status: str, verdict: str | None) -> str | None:
