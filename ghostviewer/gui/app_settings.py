@@ -38,7 +38,7 @@ def _forget_ghost(settings: QSettings) -> None:
     raw = settings.value("prompt")
     try:
         prompt = json.loads(str(raw)) if raw is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):  # a settings file edited by hand: JSON nested too deep
         return
     if isinstance(prompt, dict) and "fault" in prompt:
         prompt.pop("fault")
@@ -75,7 +75,7 @@ class AppSettings:
             return default
         try:
             value = json.loads(str(raw))
-        except ValueError:
+        except (ValueError, RecursionError):
             return default
         return value if isinstance(value, type(default)) else default
 

@@ -80,6 +80,10 @@ class Expander:
 
     def expand(self, template: str, where: str) -> list[str]:
         for name in _WILDCARD.findall(template):
+            # A list is someone else's file: `__../../notes__` or `__/home/me/secret__` must not read a file from
+            # elsewhere into the prompts (and the record, and a bundle of it).
+            if name.startswith("/") or ".." in name.split("/"):
+                raise TemplateError(f"{where}: the wildcard __{name}__ points outside the wildcard folder")
             if not self._wildcard_files(name):
                 folder = self.folder or "no wildcard folder (put one named 'wildcards' beside the list)"
                 raise TemplateError(f"{where}: the wildcard __{name}__ has no file {name}.txt in {folder}")
@@ -105,9 +109,11 @@ class Expander:
         return [" ".join(v.split()) for v in variants]
 
     def _wildcard_files(self, name: str) -> list[Path]:
+        """The wildcard's files, inside the wildcard folder only (through a link too)."""
         if self.folder is None:
             return []
-        return sorted(p for p in self.folder.glob(f"{name}.txt") if p.is_file())
+        root = self.folder.resolve()
+        return sorted(p for p in self.folder.glob(f"{name}.txt") if p.is_file() and p.resolve().is_relative_to(root))
 
     def provenance(self) -> dict[str, Any]:
         """What the sweep's study records: templates, options, and every wildcard file's sha256."""
