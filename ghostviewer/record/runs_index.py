@@ -21,7 +21,7 @@ import sqlite3
 import stat
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,9 @@ def read_row(folder: Path) -> RunRow:
     return _row_from_values(meta, image, problem)
 
 
+_FIELDS = frozenset(f.name for f in fields(RunRow))
+
+
 def _encode(row: RunRow) -> str:
     return schema.dumps(asdict(row))
 
@@ -188,7 +191,13 @@ def _decode_some(texts: list[str]) -> list[RunRow | None]:
     if len(values) != len(texts):  # a row that was not one JSON value (e.g. "1, 2")
         return [_decode(text) for text in texts]
     rows: list[RunRow | None] = []
+    new, fields = object.__new__, _FIELDS
     for value in values:
+        if isinstance(value, dict) and value.keys() == fields:  # a row this version wrote: every field, no other
+            row = new(RunRow)  # (its __init__ is the frozen dataclass's: a setattr a field, 10,000 rows ~40 ms)
+            row.__dict__.update(value)
+            rows.append(row)
+            continue
         try:
             rows.append(RunRow(**value) if isinstance(value, dict) else None)
         except TypeError:
