@@ -86,11 +86,14 @@ def _seq_cases(args: tuple, kwargs: dict) -> Iterator[Case]:
     context = kwargs.get("encoder_hidden_states")
     if not isinstance(context, torch.Tensor) or context.ndim != 3:
         return
-    mask = kwargs.get("encoder_attention_mask")
+    # Every mask over the text's tokens goes with it: a block's `encoder_attention_mask`, and an attention module's
+    # `attention_mask` (diffusers' Attention takes the cross-attention mask by that name; PixArt's T5 is masked).
+    masks = [key for key, value in kwargs.items() if "mask" in key and isinstance(value, torch.Tensor)
+             and value.ndim >= 1 and value.shape[-1] == context.shape[1]]
     for length in seq_lengths(int(context.shape[1])):
         changed = {**kwargs, "encoder_hidden_states": _resize_seq(context, length)}
-        if isinstance(mask, torch.Tensor) and mask.shape[-1] == context.shape[1]:
-            changed["encoder_attention_mask"] = _resize_seq(mask, length, mask.ndim - 1)
+        for key in masks:
+            changed[key] = _resize_seq(kwargs[key], length, kwargs[key].ndim - 1)
         yield Case("seq_len", length, args, changed, seq_len=length)
 
 
