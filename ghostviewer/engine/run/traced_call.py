@@ -219,13 +219,22 @@ def traced_call(
     verdicts = [judge.verdict(image, prompt, writer) for image, prompt in zip(images, per_image, strict=True)]
     verdict = worst_verdict(verdicts) or call.no_image_verdict(output)
     samples = tracer.sample_report(len(images))
-    first = detector.first
-    if first is not None and len(images) > 1:
-        bad = samples_of(first, tracer, verdicts)
-        if bad:
-            first["samples"] = bad  # every sample bad there; `sample` when only one is
-            if len(bad) == 1:
-                first["sample"] = bad[0]
+
+    def name_samples(_writer: Any = None) -> None:
+        first = detector.first
+        if first is not None and len(images) > 1:
+            bad = samples_of(first, tracer, verdicts)
+            if bad:
+                first["samples"] = bad  # every sample bad there; `sample` when only one is
+                if len(bad) == 1:
+                    first["sample"] = bad[0]
+
+    # The decode's rows reach the detector when the writer carries out its queue (a held record's were judged by
+    # settle()): an anomaly first seen in the decode is known only then.
+    if options.discard is not None:
+        name_samples()
+    else:
+        writer.submit(name_samples)
     if tracer.sample_rows:
         writer.save_tensors(SAMPLE_NONFINITE, sample_table(tracer.sample_rows))
     for index, anomaly in enumerate(samples):
