@@ -5,7 +5,8 @@ line on stdout; bulk data (tensors, images) goes through the run record on disk,
 
 Commands (an optional "id" is echoed in every event the command causes):
   {"cmd": "load", "source": "demo", "device": "auto", "dtype": null, "allow_pickle": false}
-  {"cmd": "run", "settings": {...RunSpec...}, "runs_dir": "..."}
+  {"cmd": "run", "settings": {...RunSpec...}, "runs_dir": "..."}   "replay_of": RUN_DIR: a re-run of that run — a
+      watched call re-issued as it was made, GhostViewer's own call with its input images from the record
   {"cmd": "cancel", "run": ID}                    at once, even mid-run; "run": that run command's id
   {"cmd": "decode", "run_dir": "...", "step": 3, "tensor": "latents"|"x0", "sample": 0}   sample: a batch's
       image (0-based, default 0: the first, what a client that does not send it means)
@@ -185,6 +186,7 @@ class EngineSession:
 
     def _cmd_run(self, command: dict[str, Any], ident: Any) -> None:
         from ghostviewer.engine.errors import GhostError
+        from ghostviewer.engine.loops.recorded import replay_run
         from ghostviewer.engine.run.runner import RunFailed, execute_run
         from ghostviewer.record import RecordError
         from ghostviewer.spec import RunSpec
@@ -200,7 +202,11 @@ class EngineSession:
         try:
             loaded = self._require_pipeline()
             settings = RunSpec.from_dict(dict(command.get("settings") or {}))
-            execute_run(loaded, settings, Path(str(command.get("runs_dir"))).expanduser(), self._token, progress)
+            runs_dir = Path(str(command.get("runs_dir"))).expanduser()
+            if command.get("replay_of"):
+                replay_run(loaded, settings, str(command["replay_of"]), runs_dir, self._token, progress)
+            else:
+                execute_run(loaded, settings, runs_dir, self._token, progress)
         except RunFailed:
             pass  # the runner already sent 'failed' with the run folder
         except (GhostError, RecordError, TypeError, ValueError) as exc:

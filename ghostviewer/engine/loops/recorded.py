@@ -175,3 +175,21 @@ class PipelineCache:
         from ghostviewer.engine.watch.reissue import reissue_run
 
         return reissue_run(loaded, settings, self.call, runs_dir, cancel, on_progress, baseline=baseline)
+
+
+def replay_run(loaded: LoadedPipeline, settings: RunSpec, run_dir: str | Path, runs_dir: Path, cancel: Any = None,
+               on_progress: Any = None) -> dict[str, Any]:
+    """One re-run of a recorded run on the loaded pipeline with these settings (the window's replay: the run's
+    own, or its source swapped): a watched call is re-issued keyword for keyword — its init image, mask and
+    control image are in its record, not in its settings —, GhostViewer's own call takes its input images from
+    the record where their files are gone or changed."""
+    try:
+        record = RunRecord(run_dir)
+    except RecordError as exc:
+        raise GhostError(str(exc)) from None
+    cache = PipelineCache(call=recorded_call(record))
+    if cache.call is None:
+        from ghostviewer.engine.run.call_inputs import recorded_inputs
+
+        settings = recorded_inputs(record, settings)
+    return cache.execute(cache._for_call(loaded), settings, runs_dir, cancel, on_progress)

@@ -204,8 +204,9 @@ class JobScheduler(QObject):
             if key == self.pipeline.key():
                 self.pipeline.set_status("loading")
         elif job is not None:
+            replay = {"replay_of": job.replay_of} if job.replay_of else {}  # re-issues a watched call as made
             ident = self.engine.send("run", settings=job.settings,
-                                     runs_dir=str(job.extra.get("runs_dir") or self.runs_dir()))
+                                     runs_dir=str(job.extra.get("runs_dir") or self.runs_dir()), **replay)
             self._inflight = Command("run", ident, job_id=job.id)
             self.queue.update(job.id, status="running", step=0)
         self._publish()
