@@ -74,14 +74,24 @@ def pipeline_components(pipe: object) -> dict[str, nn.Module]:
 
 
 def phase_of(path: str) -> str:
-    component = path.split(".", 1)[0]
+    component, _, inner = path.partition(".")
+    if component == "vae" and inner.startswith(_VAE_ENCODING):
+        return "encode"  # img2img/inpaint encode their images before the first step: not part of the decode
     return PHASE_OF_COMPONENT.get(component, "denoise" if component.startswith(DENOISERS) else "encode")
+
+
+_VAE_ENCODING = ("encoder", "quant_conv")  # AutoencoderKL.encode's modules (post_quant_conv is the decoder's)
+
+
+def _known_kind(module: nn.Module, kinds: set[str] | frozenset[str]) -> str | None:
+    """The nearest class of `module` (its own, else a base: a user's subclass of a diffusers block) in `kinds`."""
+    return next((cls.__name__ for cls in type(module).__mro__ if cls.__name__ in kinds), None)
 
 
 def bypass_mode(module: nn.Module) -> str | None:
     """How a block is bypassed: 'identity' (output = input), 'zero_residual' (a resnet whose shortcut changes
     the channels keeps only that shortcut: output = conv_shortcut(input) / output_scale_factor), or None."""
-    kind = type(module).__name__
+    kind = _known_kind(module, _RESIDUAL_KINDS | {"ResnetBlock2D"})
     if kind in _RESIDUAL_KINDS:
         return "identity"
     if kind == "ResnetBlock2D" and not getattr(module, "up", False) and not getattr(module, "down", False):
