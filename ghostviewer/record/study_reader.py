@@ -160,8 +160,9 @@ class StudyRecord(StoreRecord):
         rows = self._query(sql + " ORDER BY t, id", params)
         return [Event(t, lv, k, m, _loads(d) or {}) for t, lv, k, m, d in rows]
 
-    def summary(self) -> dict[str, Any]:
-        """A JSON-ready description of the study and its child runs (for --json output and bundles)."""
+    def overview(self) -> dict[str, Any]:
+        """The study without its runs (status, params, progress, result, error...), from one query: what a listing
+        shows beside runs()."""
         meta = self._meta()
         return {
             "study_dir": str(self.path),
@@ -173,6 +174,12 @@ class StudyRecord(StoreRecord):
             "progress": meta.get("progress") or {"done": 0, "total": None},
             "result": meta.get("result"),
             "error": meta.get("error"),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready description of the study and its child runs (for --json output and bundles)."""
+        return {
+            **self.overview(),
             "runs": [
                 {"position": r.position, "key": r.key, "role": r.role, "run_dir": str(r.run_dir),
                  "status": r.status, "verdict": r.verdict, "first_anomaly": r.first_anomaly, "note": r.note,

@@ -71,7 +71,7 @@ class StudyOpener(QObject):
         if kind == "bisect" and self.bisects.show_study(study.path):
             self.viewOpened.emit("bisect")
             return "bisect"
-        if kind == "sweep" and self.sweeps is not None and self.sweeps.show_study(study.path):
+        if kind == "sweep" and self.sweeps is not None and self.sweeps.show_study(study):  # opened once
             self.viewOpened.emit("sweep")
             return "sweep"
         if kind == "watch" and self.open_run is not None:

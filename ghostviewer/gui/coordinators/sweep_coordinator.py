@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.models.prompt_model import guidance_setting
 from ghostviewer.gui.models.sweep_model import SweepModel
-from ghostviewer.record import RecordError
+from ghostviewer.record import RecordError, StudyRecord
 from ghostviewer.spec.prompt_lists import PromptListError, count_prompt_list
 from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
 
@@ -85,10 +85,12 @@ class SweepCoordinator(QObject):
         command = {"list": str(Path(list_path).resolve()), "seeds": seeds, "settings": self._settings()}
         return self._submit(command, Path(list_path).name, count)
 
-    def show_study(self, study_dir: str | Path) -> bool:
+    def show_study(self, study_dir: str | Path | StudyRecord) -> bool:
         """A sweep study picked in the history, shown in the gallery (also one still running elsewhere, or
         interrupted: Resume goes on with it). Refused while this window's own sweep runs: the gallery follows
-        that one."""
+        that one. `study_dir` may be the study opened already (the study opener's: not opened twice)."""
+        record = study_dir if isinstance(study_dir, StudyRecord) else None
+        study_dir = record.path if record is not None else study_dir
         if self.state != "idle":
             shown = self.model.study_dir
             same = shown is not None and Path(shown).resolve() == Path(study_dir).resolve()
@@ -96,7 +98,7 @@ class SweepCoordinator(QObject):
                 self.sigMessage.emit(MESSAGES["shows_running"].format(name=Path(study_dir).name))
             return same
         try:
-            self.model.open_study(study_dir)
+            self.model.open_study(study_dir if record is None else record)
         except RecordError as exc:
             self.reporter.note(MESSAGES["not_shown"].format(path=study_dir, message=one_line(exc)))
             return False

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ghostviewer.gui.models.verdict_words import run_words
+from ghostviewer.record.study_reader import StudyRun
 
 
 class RunEntry(NamedTuple):  # a tuple: no __dict__ for the collector to walk, and made ~4× faster than a frozen
@@ -155,6 +156,14 @@ def study_child(run: dict) -> StudyChild:
     seed = key.get("seed") if isinstance(key, dict) else None
     return StudyChild(str(run["run_dir"]), int(run["position"]), str(run.get("role") or ""), _key_words(key), seed,
                       run.get("status"), run.get("verdict"), _anomaly(run.get("first_anomaly")))
+
+
+def study_child_of(run: StudyRun) -> StudyChild:
+    """From one of StudyRecord.runs() (as study_child, without the summary's dict and look at the run's folder)."""
+    key = run.key
+    seed = key.get("seed") if isinstance(key, dict) else None
+    return StudyChild(str(run.run_dir), int(run.position), str(run.role or ""), _key_words(key), seed, run.status,
+                      run.verdict, _anomaly(run.first_anomaly))
 
 
 def _anomaly(value: Any) -> dict | None:

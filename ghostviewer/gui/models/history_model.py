@@ -144,8 +144,6 @@ class HistoryModel(QObject):
         self.watched: Path | None = None  # the folder watched (read again every POLL_MS), or None
         self._poll = QTimer(self, interval=POLL_MS)
         self._poll.timeout.connect(self._on_poll)
-        if entry_count(self.runs_dir) > LARGE_FOLDER:  # read from now on, while the window is being built: its
-            self._read_more()  # first refresh finds the read under way (a large folder's rows a moment sooner)
 
     def set_runs_dir(self, runs_dir: Path) -> None:
         """Show another runs folder (stopping a folder watch)."""
@@ -185,15 +183,16 @@ class HistoryModel(QObject):
     def refresh(self) -> None:
         """Read the runs folder again: in place when it is small, else off the GUI thread (rows as they come)."""
         if self._first_read_under_way():
-            return  # it answers this refresh too (begun a moment ago, at the window's making)
+            return  # it answers this refresh too (begun a moment ago: the window's first refreshes)
         if self.loading or self.watched is not None or entry_count(self.runs_dir) > LARGE_FOLDER:
             self._read_more()
             return
         self._apply(*scan(self.runs_dir, self._cache)[:2])
 
     def _first_read_under_way(self) -> bool:
-        """The folder's first read (its newest rows from its index, then every folder) is under way: begun when
-        the model was made, a moment ago (a refresh then would start it again, its work so far lost)."""
+        """The folder's first read (its newest rows from its index, then every folder) is under way: a refresh
+        then would start it again, its work so far lost. (Begun when the model was made instead, it slowed the
+        window's making more than it gained: both are Python on one GIL.)"""
         return self.loading and self._paged is not None and not self._cache and self.watched is None
 
     @property

@@ -21,7 +21,7 @@ from ghostviewer.gui.models.history_entries import (
     StudyEntry,
     broken_entry,
     result_words,
-    study_child,
+    study_child_of,
     watch_words,
 )
 from ghostviewer.gui.models.prompt_model import intervention_words
@@ -65,23 +65,24 @@ def bundle_name(folder: str | Path) -> str:
 
 def read_study(folder: Path, cache: Cache | None = None, new_cache: Cache | None = None) -> StudyEntry:
     """`cache` / `new_cache`: a watch study's kept calls read before (by their own modification times) / the
-    ones read now go there."""
+    ones read now go there. A study's children come from its index alone (a sweep of 10,000 runs: one query, no
+    look at each run's folder; a watch study's kept calls are looked at)."""
     record = StudyRecord(folder)
-    summary = record.summary()
+    summary = record.overview()
     progress = summary.get("progress") or {}
     done, total = progress.get("done", 0), progress.get("total")
-    runs = summary.get("runs") or ()
+    runs = record.runs()
     result = summary.get("result")
     source, failed, words = "", 0, result_words(result)
     if record.kind == "watch":
         source = program_name((summary.get("params") or {}).get("program"))
         failed = int(result.get("failed") or 0) if isinstance(result, dict) else 0
         words = watch_words(result) or result_words(result)
-        kept = [run for run in reversed(runs) if run.get("kept") and run.get("role") != SUMMARY_ROLE]
-        read = _watched_entries(folder, kept[:CHILD_DETAIL], cache, new_cache)
-        children = tuple(_as_run(study_child(run), read.get(str(run["run_dir"]))) for run in kept)
+        kept = [run for run in reversed(runs) if run.role != SUMMARY_ROLE and run.kept]
+        read = _watched_entries(folder, [{"run_dir": r.run_dir} for r in kept[:CHILD_DETAIL]], cache, new_cache)
+        children = tuple(_as_run(study_child_of(run), read.get(str(run.run_dir))) for run in kept)
     else:
-        children = tuple(study_child(run) for run in runs)
+        children = tuple(study_child_of(run) for run in runs)
     return StudyEntry(str(record.path), record.study_id, record.kind, str(record.created_at or ""),
                       str(summary.get("status")), f"{done}/{total}" if total is not None else str(done),
                       words, summary.get("error"), children, source, failed)

@@ -172,10 +172,11 @@ class SweepModel(QAbstractListModel):
         self._reader.answered.connect(self._on_read)
 
     # -- the study ------------------------------------------------------------------------------
-    def open_study(self, path: str | Path) -> None:
+    def open_study(self, path: str | Path | StudyRecord) -> None:
         """Show a sweep study (RecordError when it is not one); filters are reset. A large one's runs come from the
-        worker (`changed` follows; `loading` meanwhile)."""
-        record = StudyRecord(path)  # one study database: its kind and size
+        worker (`changed` follows; `loading` meanwhile). `path` may be the study opened already."""
+        record = path if isinstance(path, StudyRecord) else StudyRecord(path)  # its kind and size
+        path = record.path
         if record.kind != "sweep":
             raise RecordError(f"{Path(path).name} is a {record.kind} study, not a sweep")
         self.study_dir = str(record.path)
