@@ -47,15 +47,21 @@ def test_check_replays_counts_and_finds_the_first_divergence(gui_env: Path) -> N
     assert check_replays(str(original), 3, [str(same)])["reproduced"] is True
 
 
-def test_replay_twice_reproduces(fake_window, qtbot) -> None:  # noqa: ANN001
+def test_replay_twice_reproduces(fake_window, qtbot, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     state = fake_window.state
     state.prompt.update(steps=4, seed=5, seed_locked=True)
     original = state.controller.queue_run()
     qtbot.waitUntil(lambda: original.finished, timeout=WAIT_MS)
+    sent: list[dict] = []
+    send = state.engine.send
+    monkeypatch.setattr(state.engine, "send", lambda cmd, **fields: sent.append({"cmd": cmd, **fields}) or
+                        send(cmd, **fields))  # what goes down the pipe, still sent
     with qtbot.waitSignal(state.controller.sigReplayChecked, timeout=WAIT_MS) as checked:
         first = state.controller.replay(times=2)
     result = checked.args[0]
     assert first is not None and first.replay_of == original.run_dir
+    runs = [c for c in sent if c["cmd"] == "run"]  # the engine re-runs the run itself (a watched call re-issued)
+    assert len(runs) == 2 and all(c["replay_of"] == original.run_dir for c in runs)
     assert (result["times"], result["reproduced_count"], result["reproduced"]) == (2, 2, True)
     replays = [j for j in state.queue.jobs() if j.replay_of == original.run_dir]
     assert len(replays) == 2 and all(j.status == "done" for j in replays)
