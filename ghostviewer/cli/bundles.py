@@ -45,6 +45,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             step = f" at step {event['step']}" if event.get("step") is not None else ""
             print(f"  re-running {event['run_id']} to isolate {event['module']}{step}…", file=sys.stderr)
 
+    if not args.output.strip():  # an unset variable ("-o $OUT"): Path("") is the current folder
+        raise UsageError("-o names no file: give the bundle a name such as report.zip")
     if Path(args.output).exists():  # a run's own database, a file of the user's: never overwritten
         raise UsageError(f"{args.output} already exists; GhostViewer does not overwrite it (choose another name)")
     result = api.export(

@@ -376,6 +376,21 @@ MAX_IMAGE_PIXELS = 8192 * 8192  # below Pillow's bomb warning (~89 M pixels); an
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
+def recorded_image(folder: str | Path, relpath: object) -> Path:
+    """The file of an image a record names by its relative path (a watched call's input, `{"$image": …}`): inside
+    the record's folder, a regular file, no decompression bomb; RecordError (one line) otherwise, before any
+    reader decodes it or copies it into a re-run's record."""
+    root = Path(folder).resolve()
+    target = (root / str(relpath)).resolve()
+    if not isinstance(relpath, str) or not target.is_relative_to(root):
+        raise RecordError(f"{folder} names an image outside its folder: {str(relpath)[:200]!r}")
+    if not target.is_file():
+        raise RecordError(f"{folder} is missing its image {relpath}")
+    if declared_pixels(target) > MAX_IMAGE_PIXELS:
+        raise RecordError(f"{folder}'s image {relpath} declares more than {MAX_IMAGE_PIXELS:,} pixels; refusing it")
+    return target
+
+
 def declared_pixels(path: Path) -> int:
     """Width × height a PNG's header declares (0 for a file that is no PNG: its reader says what is wrong)."""
     try:

@@ -178,3 +178,10 @@ def test_a_manifest_number_too_large_for_a_float_is_refused(good: Path, tmp_path
                 data = json.dumps(manifest).replace("12345.5", "1e999").encode()
             dst.writestr(name, data)
     _refused(bundle, tmp_path, capsys, "1e999 is not a finite number")
+
+
+def test_export_to_an_empty_name_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`-o "$OUT"` with OUT unset: said as such, not "  already exists" (Path("") is the current folder)."""
+    run = write_fake_run(tmp_path / "runs", steps=1, run_id="r")
+    assert cli_main(["export", str(run), "-o", ""]) == 2
+    assert capsys.readouterr().err.strip() == "ghostviewer: -o names no file: give the bundle a name such as report.zip"

@@ -31,6 +31,7 @@ from ghostviewer.engine.watch.call_io import (
 )
 from ghostviewer.engine.watch.call_record import CALL_TENSORS, _plain
 from ghostviewer.record import RecordError, RunRecord
+from ghostviewer.record.reader import recorded_image
 from ghostviewer.spec import RunSpec
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
@@ -92,8 +93,7 @@ class RecordedCall:
 
         def walk(value: Any) -> None:
             if isinstance(value, dict) and "$image" in value:
-                path = self.run_dir / value["$image"]
-                with Image.open(path) as image:
+                with Image.open(recorded_image(self.run_dir, value["$image"])) as image:
                     found[Path(value["$image"]).stem] = np.asarray(image).copy()
             elif isinstance(value, dict):
                 for item in value.values():
@@ -145,7 +145,7 @@ class RecordedCall:
         if "$array" in value:
             return np.array(self.tensors[value["$array"]], copy=True)
         if "$image" in value:
-            with Image.open(self.run_dir / value["$image"]) as image:
+            with Image.open(recorded_image(self.run_dir, value["$image"])) as image:
                 image.load()
                 mode = str(value.get("mode") or image.mode)
                 return image.copy() if image.mode == mode else image.convert(mode)
