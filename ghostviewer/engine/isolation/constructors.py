@@ -160,10 +160,14 @@ RECOVERERS: dict[str, Callable[[nn.Module], dict[str, Any]]] = {
 
 
 def recover_kwargs(module: nn.Module) -> dict[str, Any]:
-    """The constructor keywords of a known diffusers block; Unrecoverable when it is not one or a variant."""
-    recoverer = RECOVERERS.get(type(module).__name__)
-    if recoverer is None or not type(module).__module__.startswith("diffusers."):
+    """The constructor keywords of a known diffusers block (or of a subclass of one); Unrecoverable when it is not
+    one or a variant."""
+    # A user's subclass of a known block (its forward edited) is made with its diffusers base's keywords.
+    base = next((cls for cls in type(module).__mro__
+                 if cls.__name__ in RECOVERERS and cls.__module__.startswith("diffusers.")), None)
+    if base is None:
         raise Unrecoverable(f"no constructor recovery for {type(module).__name__}")
+    recoverer = RECOVERERS[base.__name__]
     try:
         return recoverer(module)
     except (AttributeError, IndexError, KeyError, TypeError) as exc:

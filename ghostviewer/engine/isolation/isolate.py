@@ -26,7 +26,7 @@ from ghostviewer.engine.isolation.injected import apply_faults, injected_faults
 from ghostviewer.engine.isolation.outputs import output_stats, stream_adapter
 from ghostviewer.engine.isolation.rebuild import BuildSpec, build, choose_build
 from ghostviewer.engine.isolation.repro_text import readme, repro_script
-from ghostviewer.engine.isolation.user_source import hooks_report, processor_code
+from ghostviewer.engine.isolation.user_source import class_code, hooks_report, processor_code
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, recorded_call
 from ghostviewer.engine.module_io import main_tensor
@@ -91,12 +91,15 @@ def _on(value: Any, device: str) -> Any:
 
 
 def same_output(got: torch.Tensor | None, expected: torch.Tensor | None) -> str | None:
-    """None when the rebuilt module's output is the run's (NaN where it had NaN, close elsewhere)."""
+    """None when the rebuilt module's output is the run's (NaN where it had NaN, ±Inf where it had them, close
+    elsewhere)."""
     if got is None or expected is None or got.shape != expected.shape:
         return f"output shape {None if got is None else tuple(got.shape)} is not the run's"
     a, b = got.detach().float().cpu(), expected.float()
     if not torch.equal(torch.isnan(a), torch.isnan(b)):
         return "NaN where the run had none (or the other way round)"
+    if not torch.equal(torch.isinf(a), torch.isinf(b)) or not torch.equal(a[torch.isinf(a)], b[torch.isinf(b)]):
+        return "Inf where the run had none (or the other way round)"  # e.g. the user's subclass not rebuilt as such
     finite = torch.isfinite(a) & torch.isfinite(b)
     if not finite.any():
         return None
@@ -151,7 +154,8 @@ def isolate_module(
         processors = diffusers_processors(processors, build(spec))
     stats = output_stats(captured.output)
     user = processor_code(target)  # the user's processors as repro.py code, or why not
-    in_repro = [*user.report, *hooks_report(target)]
+    own_class, class_report = class_code(target) if spec.kind in ("config", "kwargs") else ("", [])
+    in_repro = [*class_report, *user.report, *hooks_report(target)]
     meta = {
         "module": module, "class": spec.class_path, "step": config.step, "call": call, "dtype": dtype,
         "build": spec.to_json(), "processors": processors, "faults": faults, "fault_notes": notes,
@@ -160,6 +164,7 @@ def isolate_module(
         "unsupported": encoded.spec["unsupported"], "inputs": describe(encoded.spec, encoded.tensors),
         "user_code": list(carried), "user_code_in_repro": in_repro,
         "user_processor_code": {"source": user.source, "on": user.on, "states": user.states},
+        "user_class_code": own_class,
     }
     write_folder(out, meta, encoded, captured.state)
     repro = out / "repro.py"

@@ -3,7 +3,8 @@
 repro.py rebuilds the module from its diffusers class (config, recovered constructor arguments, or its parent
 component's config), loads the saved weights and inputs, runs it once and prints the output's statistics;
 it exits 1 when the output holds NaN or Inf or collapses (every value equal). A ghost-lab fault of the run and
-the user's own attention processors (their source, see user_source.py) are written in as marked sections.
+the user's own attention processors and module class (their source, see user_source.py) are written in as marked
+sections.
 """
 
 from __future__ import annotations
@@ -202,6 +203,8 @@ def _build_parts(spec: BuildSpec) -> tuple[str, str, str]:
 def repro_script(meta: dict[str, Any], processors: dict[str, str]) -> str:
     spec = BuildSpec.from_json(meta["build"])
     imports, values, body = _build_parts(spec)
+    if meta.get("user_class_code"):  # the user's own class: its source, not an import of the user's module
+        imports = "# The user's own module class, as the run had it:\n" + meta["user_class_code"].rstrip()
     faults = meta.get("faults") or []
     fault_code = "".join(
         _FAULT_HEADER.replace("@@NAME@@", f["name"]) + FORMS[f["name"]].source(f["params"]) for f in faults
@@ -270,7 +273,10 @@ def readme(meta: dict[str, Any]) -> str:
                   "statistics; it exits 1 when the output holds NaN or Inf or collapses (every value equal).", ""]
     for item in meta.get("user_code_in_repro") or []:
         where = ", ".join(item["on"])
-        if item["in_repro"]:
+        if item["in_repro"] and item["kind"] == "module class":
+            lines += [f"**The user's own module class.** The run had `{item['name']}` at {where}; repro.py carries "
+                      "its source.", ""]
+        elif item["in_repro"]:
             lines += [f"**The user's own {item['kind']}.** The run had `{item['name']}` on {where}; repro.py carries",
                       "its source in a section marked \"The user's own attention processor(s)\"; "
                       "`python repro.py --default-processor` runs diffusers' default instead.", ""]

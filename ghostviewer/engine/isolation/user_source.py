@@ -1,5 +1,6 @@
-"""The user's own attention processors as repro.py code: the class's source (inspect.getsource) with the imports,
-constants and helpers of its own module that the source names, so the repro runs the module as it ran.
+"""The user's own attention processors (and a module's own class, when the user's) as repro.py code: the class's
+source (inspect.getsource) with the imports, constants and helpers of its own module that the source names, so the
+repro runs the module as it ran.
 
 A processor whose source cannot be read (defined in a REPL or by exec, a C extension) or that needs a name that
 cannot be written out is not copied: repro.py says so by its qualified name and runs diffusers' default there.
@@ -162,9 +163,32 @@ def processor_code(module: nn.Module) -> UserProcessors:
     return result
 
 
+def class_code(module: nn.Module) -> tuple[str, list[dict[str, Any]]]:
+    """The module's own class as repro.py code when it is the user's (a subclass of a diffusers block with its
+    forward edited): (code defining it, "" when diffusers' own or not copyable; the report line)."""
+    cls = type(module)
+    if cls.__module__.startswith(("diffusers.", "torch.", "transformers.")):
+        return "", []
+    writer = _Writer()
+    why = writer.add(cls, cls.__module__)
+    item = {"kind": "module class", "name": class_path(cls), "on": ["the module"], "in_repro": why is None,
+            "why": None if why is None else f"not copied: {why}; repro.py imports it by name and needs it on the "
+                                            "Python path"}
+    if why is not None:
+        return "", [item]
+    return "\n".join(writer.imports) + "\n\n\n" + "\n\n\n".join(writer.blocks) + "\n", [item]
+
+
 def hooks_report(module: nn.Module) -> list[dict[str, Any]]:
-    """The user's forward hooks on `module`: carried in memory (carry.py), never written into repro.py."""
-    return [{"kind": "forward hook", "name": getattr(hook, "__qualname__", type(hook).__name__),
-             "on": [name or "the module"], "in_repro": False,
-             "why": "carried in memory only (isolate, fuzz); repro.py runs without it"}
-            for name, sub in module.named_modules() for hook in sub._forward_hooks.values()]
+    """The user's forward hooks on `module`: carried in memory (carry.py), never written into repro.py; and a
+    `forward` the user set on an instance (module.forward = …), which neither a rebuild nor repro.py has."""
+    hooks = [{"kind": "forward hook", "name": getattr(hook, "__qualname__", type(hook).__name__),
+              "on": [name or "the module"], "in_repro": False,
+              "why": "carried in memory only (isolate, fuzz); repro.py runs without it"}
+             for name, sub in module.named_modules() for hook in sub._forward_hooks.values()]
+    patched = [{"kind": "patched forward", "name": getattr(sub.forward, "__qualname__", "forward"),
+                "on": [name or "the module"], "in_repro": False,
+                "why": "set on the instance (module.forward = ...): a rebuilt module runs its class's forward"}
+               for name, sub in module.named_modules()
+               if "forward" in vars(sub) and not hasattr(sub, "_hf_hook")]  # accelerate's offload wraps it too
+    return hooks + patched
