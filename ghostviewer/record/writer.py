@@ -20,7 +20,7 @@ from . import schema
 from .disk import disk_full, is_disk_full
 from .errors import RecordError
 from .lock import WriterLock, refuse_links
-from .runs_index import note_finished
+from .runs_index import INDEX_NAME, note_finished
 from .sqlite_store import StoreWriter
 from .sqlite_store import check_name as _check_name
 from .types import StatColumns, StatRow, StepInfo
@@ -94,6 +94,7 @@ class RunWriter(StoreWriter):
         self.run_id = run_id
         self._t0 = time.monotonic()
         self._shapes: dict[Any, str] = {}
+        self._steps: set[int] = {int(i) for (i,) in conn.execute('SELECT "index" FROM steps')}
         self._fts = (
             conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (schema.FTS_TABLE,)).fetchone()
             is not None
@@ -199,7 +200,7 @@ class RunWriter(StoreWriter):
         `commit` is False: a run written at its end commits once)."""
         conn = self.conn
         index = int(info.index)
-        if conn.execute('SELECT 1 FROM steps WHERE "index" = ?', (index,)).fetchone():
+        if index in self._steps:  # this writer made the record: its steps are the ones it inserted
             raise RecordError(f"step {index} is already recorded in run {self.run_id}")
         if tensors:
             self.save_tensors(_step_name(index), tensors, step=index, inline=True)
@@ -220,6 +221,7 @@ class RunWriter(StoreWriter):
                 time.time(),
             ),
         )
+        self._steps.add(index)
         if commit:
             conn.commit()
 
@@ -254,7 +256,8 @@ class RunWriter(StoreWriter):
                 self.conn.rollback()
             self._close(fold=False)
             raise
-        listed = self._listing()
+        # what its runs folder's index lists (a folder without an index, a small one, has nothing to keep up to date)
+        listed = self._listing() if os.path.lexists(self.path.parent / INDEX_NAME) else None
         self._close()  # folds the WAL back in, then lets the lock go
         if listed is not None:  # its runs folder's index (a cache: the history lists the run without it too)
             note_finished(self.path, *listed)

@@ -7,6 +7,12 @@ The audit reads every weight once (~0.1 s for the demo's 29 MB, ~2 s a GB on two
 component module, keyed by the identity of its tensors (each one's storage, shape and in-place version counter),
 so it is paid once per load and again only for a component whose weights were replaced or edited in place (a
 LoRA loaded, a user's fix).
+
+A caller that has just taken the pipeline's module tree signature (tracer._tree_signature: the identity of every
+module object) passes it, and the identity is then checked without walking the tree again: the tensor dicts of the
+same modules, kept from the last walk, read in one pass (~0.35 ms a call on the demo's 499 tensors instead of
+~1.3 ms). It sees what the walk sees: a tensor edited in place, replaced, added, removed or renamed; a module added,
+replaced or removed changes the signature, and the walk is made again.
 """
 
 from __future__ import annotations
@@ -25,6 +31,11 @@ from ghostviewer.engine.judge_model.audit import audit_weights
 
 Identity = tuple[tuple[int, str, int, tuple[int, ...], int], ...]
 _CACHE: weakref.WeakKeyDictionary[nn.Module, tuple[Identity, list[dict[str, Any]]]] = weakref.WeakKeyDictionary()
+# Per component, by the tree signature of a pipeline holding it (a component may be shared by a few): every module's
+# _parameters and _buffers dicts in walk order, and what their tensors were when last audited or walked.
+_STORES: weakref.WeakKeyDictionary[nn.Module, dict[int, tuple[list[dict[str, Any]], list[Any]]]] = (
+    weakref.WeakKeyDictionary())
+_SIGNATURES = 4  # trees kept per component
 WHY = {"nan": "NaN weights", "inf": "infinite weights", "zero": "a dead (all-zero) layer",
        "fp16_range": "weights that overflow in float16"}
 
@@ -55,9 +66,50 @@ def weights_identity(module: nn.Module) -> Identity:
     return tuple(out)
 
 
-def bad_weights(pipe: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _tensor_stores(module: nn.Module) -> list[dict[str, Any]]:
+    """Every module's _parameters and _buffers dict, in weights_identity's walk order (empty ones too: a tensor
+    registered later lands in one of them)."""
+    stores: list[dict[str, Any]] = []
+    stack, seen = [module], set()
+    while stack:
+        sub = stack.pop()
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        stores += (sub._parameters, sub._buffers)
+        stack.extend(child for child in sub._modules.values() if child is not None)
+    return stores
+
+
+def _stored_tensors(stores: list[dict[str, Any]]) -> list[Any]:
+    """What identifies the tensors in `stores` now: (name, storage, shape, in-place version) each."""
+    try:
+        return [(key, t.data_ptr(), t.shape, t._version) for store in stores if store
+                for key, t in store.items() if t is not None]
+    except RuntimeError:  # an inference tensor keeps no version counter
+        return [(key, t.data_ptr(), t.shape, _version(t)) for store in stores if store
+                for key, t in store.items() if t is not None]
+
+
+def _unchanged(module: nn.Module, signature: int | None) -> bool:
+    """Whether the module's tensors are those it had when last seen, its tree being the same module objects."""
+    kept = _STORES.get(module, {}).get(signature) if signature is not None else None
+    return kept is not None and _stored_tensors(kept[0]) == kept[1]
+
+
+def _remember(module: nn.Module, signature: int | None) -> None:
+    if signature is not None:
+        stores = _tensor_stores(module)
+        trees = _STORES.setdefault(module, {})
+        if len(trees) >= _SIGNATURES and signature not in trees:
+            trees.clear()
+        trees[signature] = (stores, _stored_tensors(stores))
+
+
+def bad_weights(pipe: Any, signature: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The audit's bad-weight findings for the pipeline's components (cached, module doc) and what it cost:
-    (findings, {"elapsed_s", "audited": [components read now], "cached": [components from the cache]})."""
+    (findings, {"elapsed_s", "audited": [components read now], "cached": [components from the cache]}).
+    `signature`: the pipeline's tracer._tree_signature, when the caller has just taken it."""
     started = time.perf_counter()
     findings: list[dict[str, Any]] = []
     audited: list[str] = []
@@ -66,15 +118,21 @@ def bad_weights(pipe: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     for name, module in components.items():
         if not isinstance(module, nn.Module):
             continue
-        identity = weights_identity(module)
         hit = _CACHE.get(module)
+        if hit is not None and _unchanged(module, signature):
+            findings.extend(hit[1])
+            cached.append(name)
+            continue
+        identity = weights_identity(module)
         if hit is not None and hit[0] == identity:
             findings.extend(hit[1])
             cached.append(name)
+            _remember(module, signature)
             continue
         report = audit_weights(SimpleNamespace(components={name: module}))
         bad = [f for f in report["findings"] if f["kind"] in BAD_KINDS]
         _CACHE[module] = (identity, bad)
+        _remember(module, signature)
         findings.extend(bad)
         audited.append(name)
     return findings, {"elapsed_s": round(time.perf_counter() - started, 4), "audited": audited, "cached": cached}
@@ -97,8 +155,8 @@ def describe(finding: dict[str, Any]) -> str:
 class AuditCitation:
     """The audit of one run's pipeline; `cite` names a finding as the first anomaly's likely cause."""
 
-    def __init__(self, pipe: Any, modules: Sequence[tuple[str, nn.Module]]) -> None:
-        self.findings, self.cost = bad_weights(pipe)
+    def __init__(self, pipe: Any, modules: Sequence[tuple[str, nn.Module]], signature: int | None = None) -> None:
+        self.findings, self.cost = bad_weights(pipe, signature)
         self.modules = dict(modules)
         self._holders = [(f, _holder(pipe, f)) for f in self.findings]
 

@@ -69,10 +69,12 @@ def speaks_demo(loaded: LoadedPipeline) -> bool:
 
 class RunJudge:
     """`baseline`: AUTO (look it up), None (no baseline: a baseline build's own runs), a Baseline to use, a
-    BaselineChoice (already chosen) or a Path to a baseline file the user chose."""
+    BaselineChoice (already chosen) or a Path to a baseline file the user chose. `signature`: the pipeline's module
+    tree signature (tracer._tree_signature) just taken, which spares the weight audit's cache a walk of the tree."""
 
     def __init__(self, loaded: LoadedPipeline, settings: RunSpec, runs_dir: str | Path,
-                 modules: list[tuple[str, nn.Module]], muted: list[Any], baseline: Any = AUTO) -> None:
+                 modules: list[tuple[str, nn.Module]], muted: list[Any], baseline: Any = AUTO,
+                 signature: int | None = None) -> None:
         exact_demo = is_demo(loaded)
         self.demo = speaks = speaks_demo(loaded)
         self.notes: list[tuple[str, str]] = []
@@ -104,7 +106,8 @@ class RunJudge:
         self.lora = LoraEffect.of(loaded.pipe)  # LoRA layers as the call starts: no effect, left loaded
         # a prompt longer than its tokenizer's limit (the tokenizer only, before the call)
         self.truncated = safe_truncation_findings(loaded.pipe, settings.prompt, settings.negative_prompt)
-        self.audit = AuditCitation(loaded.pipe, modules)  # bad weights: the first anomaly's likely cause (cached)
+        # bad weights: the first anomaly's likely cause (cached)
+        self.audit = AuditCitation(loaded.pipe, modules, signature)
         self._detector: AnomalyDetector | None = None
         self.clip: str | None = None
         if not speaks:

@@ -41,7 +41,7 @@ from ghostviewer.engine.run.recorder_types import (
 )
 from ghostviewer.engine.run.run_summary import SAMPLE_NONFINITE, SEVERITY, run_summary, worst_verdict
 from ghostviewer.engine.run.traced_call import traced_call
-from ghostviewer.engine.tracing.tracer import TraceConfig, Tracer
+from ghostviewer.engine.tracing.tracer import TraceConfig, Tracer, _tree_signature
 from ghostviewer.record import RunWriter
 from ghostviewer.record.disk import DiskFull, disk_full_in
 from ghostviewer.record.types import NO_FINGERPRINTS
@@ -68,11 +68,12 @@ __all__ = [
 _NO_BASELINE_ASKED = "no baseline: this run is not checked for drift (asked for)"  # RunJudge's note for None
 
 
-def _judge(loaded: LoadedPipeline, settings: RunSpec, runs_dir: Path, tracer: Tracer, baseline: Any) -> RunJudge:
+def _judge(loaded: LoadedPipeline, settings: RunSpec, runs_dir: Path, tracer: Tracer, baseline: Any,
+           signature: int) -> RunJudge:
     if not isinstance(baseline, BaselineLookup):
-        return RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline)
+        return RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline, signature)
     # A BaselineChoice notes its own describe(), the lookup's note when one was found; none found: the lookup's.
-    judge = RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline.choice)
+    judge = RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline.choice, signature)
     if baseline.choice is None:
         judge.notes = [(level, baseline.note if note == _NO_BASELINE_ASKED else note) for level, note in judge.notes]
     return judge
@@ -92,8 +93,10 @@ def record_call(
     Raises RunFailed (from the pipeline's own exception) when the call raised, GhostError for usage errors."""
     options = options or RecordOptions()
     pipe = loaded.pipe
+    # once a call: the tracer's module list and the weight audit's cache check share it
+    signature = call.tree_signature if call.tree_signature is not None else _tree_signature(pipe)
     tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture),  # type: ignore[arg-type]
-                                      fingerprints=options.fingerprints), call.tree_signature)
+                                      fingerprints=options.fingerprints), signature)
     tracer.thread = call.thread
     tracer.samples = call.samples
     # A bypassed block's insides still compute, but while the bypass is active their outputs are not the
@@ -113,7 +116,7 @@ def record_call(
         hold=not options.flight,
     )
     emit = options.on_progress or (lambda _event: None)
-    judge = _judge(loaded, settings, runs_dir, tracer, options.baseline)
+    judge = _judge(loaded, settings, runs_dir, tracer, options.baseline, signature)
     for hook in judge.hooks:  # channel means, a ControlNet's effect: this call's own thread's outputs
         if hasattr(hook, "thread"):
             hook.thread = call.thread
