@@ -40,7 +40,8 @@ class ImagePane(pg.GraphicsLayoutWidget):
 
     def set_image(self, image: np.ndarray | None, title: str | None = None) -> None:
         if image is None:
-            self.item.clear()
+            if self.item.image is not None:  # clearing an empty pane would repaint it for nothing
+                self.item.clear()
         else:
             self.item.setImage(image, autoLevels=False, levels=(0, 255))
         self.full_title = title or self.default_title

@@ -217,7 +217,8 @@ class StatPlot(QSplitter):
 
     def _on_step(self, step: int) -> None:
         if self.timeline.live:
-            self._schedule()  # the line moves with the next redraw
+            if not self.series.loading:  # else the new step's points are on their way: one redraw for both
+                self._schedule()  # the line moves with the next redraw
         else:
             self.line.setValue(max(step, 0))
 

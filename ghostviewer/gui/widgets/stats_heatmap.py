@@ -108,7 +108,7 @@ class StatsHeatmap(QWidget):
         self.plot.getViewBox().sigResized.connect(lambda _box: (self._label_rows(), self._label_columns()))
         self.plot.scene().sigMouseClicked.connect(self._on_click)
         self.plot.scene().sigMouseMoved.connect(self._on_hover)
-        timeline.stepChanged.connect(lambda _s: self._mark())
+        timeline.stepChanged.connect(self._on_step)
         blocks.moduleSelected.connect(lambda _m: self._mark())
         blocks.anomalyChanged.connect(lambda _m: self._mark())
         self.data.reload()
@@ -240,6 +240,12 @@ class StatsHeatmap(QWidget):
     def anomaly_cell(self) -> tuple[int, int] | None:
         """The first anomaly's cell: its module in its phase (and step); None when there is none."""
         return self.data.anomaly_cell
+
+    def _on_step(self, step: int) -> None:
+        grid = self.grid
+        if self.timeline.live and self.data.loading and grid is not None and grid.step_column(step) is None:
+            return  # a live run's new step: its column is being read, and is marked when drawn (one repaint)
+        self._mark()
 
     def _mark(self) -> None:
         step = self._step_number()
