@@ -18,7 +18,7 @@ from PySide6.QtGui import QImage
 
 from ghostviewer.gui.models import gallery_images, history_model, sweep_model
 from ghostviewer.gui.models.history_model import HistoryModel
-from ghostviewer.gui.models.sweep_model import SweepGridModel, SweepModel, grid_of
+from ghostviewer.gui.models.sweep_model import RUN_DIR, SweepGridModel, SweepModel, grid_of
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.record import RunRecord, RunWriter, StudyRecord, StudyWriter
 from ghostviewer.record.runs_index import ensure
@@ -80,8 +80,12 @@ def test_a_live_sweep_reads_only_the_index_rows_added_since_the_last_read(tmp_pa
     study = _sweep(tmp_path, 5)
     calls = _spy_runs(monkeypatch)
     model = SweepModel(synchronous=True)
+    grid = SweepGridModel(model)
     model.open_study(study.path)
     assert [e.seed for e in model.entries] == [0, 1, 2, 3, 0] and model.rows_read == 5
+    resets = {"list": 0, "grid": 0}
+    model.modelReset.connect(lambda: resets.__setitem__("list", resets["list"] + 1))
+    grid.modelReset.connect(lambda: resets.__setitem__("grid", resets["grid"] + 1))
     _add(study, 5, 7)
     model.refresh()
     model.refresh()  # nothing new: no row read
@@ -92,9 +96,19 @@ def test_a_live_sweep_reads_only_the_index_rows_added_since_the_last_read(tmp_pa
     study.finish("done")
     model.refresh()
     assert calls[-1][0] == 5 and model.rows_read == PROMPTS * SEEDS and model.status == "done"
+    assert resets == {"list": 0, "grid": 0}, "new runs are added at the end: nothing laid out again"
+    assert model.prompts() == ["prompt 0", "prompt 1", "prompt 2"] and model.number("prompt 2") == 3
+    assert model.verdicts() == ["nan", "ok"]
     fresh = SweepModel(synchronous=True)
-    fresh.open_study(study.path)  # the same runs and statistics as one read whole
+    fresh_grid = SweepGridModel(fresh)
+    fresh.open_study(study.path)  # the same runs, table and statistics as one read whole
     assert fresh.entries == model.entries and fresh.stats.to_json() == model.stats.to_json()
+    assert (grid.prompts, grid.seeds, grid._cells) == (fresh_grid.prompts, fresh_grid.seeds, fresh_grid._cells)
+    assert [model.data(model.index(r), RUN_DIR) for r in range(model.rowCount())] == \
+        [fresh.data(fresh.index(r), RUN_DIR) for r in range(fresh.rowCount())]
+    model.set_filter(verdict="nan")
+    model.set_filter(verdict="")  # laid out again from every run: the same table
+    assert (grid.prompts, grid.seeds, grid._cells) == (fresh_grid.prompts, fresh_grid.seeds, fresh_grid._cells)
 
 
 def test_a_large_sweep_is_read_off_the_gui_thread_with_its_grid(qtbot, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001

@@ -120,6 +120,7 @@ class SweepRead(NamedTuple):
     stats: SweepStats | None  # the entries' statistics, made beside the read (a first read), else None
     prompts: list[str] | None = None  # the entries' prompts in list order (a first read)
     grid: Grid | None = None  # their table, unfiltered (a first read)
+    labels: set[str] | None = None  # their verdict words (a first read)
 
 
 def read_sweep(study_dir: str, after: int = -1, record: StudyRecord | None = None,
@@ -132,13 +133,13 @@ def read_sweep(study_dir: str, after: int = -1, record: StudyRecord | None = Non
     members = [r for r in runs if r.role == "member"]
     entries = [SweepEntry(r.position, str(r.run_dir), str(r.key.get("prompt", "")), int(r.key.get("seed") or 0),
                           r.verdict, r.status, r.first_anomaly) for r in members]
-    stats = prompts = grid = None
-    if after < 0:  # a whole study: its statistics and table made here too
+    stats = prompts = grid = labels = None
+    if after < 0:  # a whole study: its statistics, table and verdict words made here too
         stats = SweepStats.from_rows((r.key, r.verdict, r.first_anomaly, r.status) for r in members)
         prompts = list(dict.fromkeys(e.prompt for e in entries))
-        grid = grid_of(entries, prompts)
+        grid, labels = grid_of(entries, prompts), {e.label for e in entries}
     return SweepRead(study_dir, after, runs[-1].position if runs else after, record.status, record.progress,
-                     entries, len(runs), stats, prompts, grid)
+                     entries, len(runs), stats, prompts, grid, labels)
 
 
 class SweepModel(QAbstractListModel):
@@ -166,6 +167,7 @@ class SweepModel(QAbstractListModel):
         self._last = -1  # the newest index position read
         self._again = False  # a refresh asked for while a read was under way
         self._ready: Grid | None = None  # the grid of every run, made beside the last whole read
+        self._labels: set[str] = set()  # the runs' verdict words (the filter's choices), added to as runs come
         self._synchronous = synchronous
         self._reader = Worker(1, latest=True, synchronous=synchronous, what="reading the sweep's index",
                               expected=(RecordError, OSError), parent=self)
@@ -184,6 +186,7 @@ class SweepModel(QAbstractListModel):
         self.images.clear()
         self._reader.cancel()
         self.entries, self.stats, self._last, self.loading, self._ready = [], SweepStats(), -1, False, None
+        self._labels = set()
         if record.last_position() >= LARGE_STUDY and not self._synchronous:
             self.status, self.progress = record.status, record.progress
             self._count_prompts()
@@ -233,14 +236,34 @@ class SweepModel(QAbstractListModel):
             return
         if read.stats is not None:
             self.entries, self.stats = list(read.entries), read.stats
+            self._labels = read.labels if read.labels is not None else {e.label for e in read.entries}
         else:
             self.entries = self.entries + read.entries
             for e in read.entries:
                 self.stats.add(e.prompt, e.seed, e.verdict, e.first_anomaly, e.status)
+                self._labels.add(e.label)
+        if read.stats is None and self._appends(len(read.entries)):  # a live sweep's new runs: added at the end
+            self._ready = None  # (nothing reset; the worker's table is of fewer runs now)
+            known = len(self._prompts)
+            self._prompts.extend(p for p in dict.fromkeys(e.prompt for e in read.entries) if p not in self._numbers)
+            self._numbers.update((p, i) for i, p in enumerate(self._prompts[known:], known + 1))
+            first = len(self._shown)
+            self.beginInsertRows(QModelIndex(), first, first + len(read.entries) - 1)
+            self._shown.extend(read.entries)
+            self._row_of.update((e.run_dir, i) for i, e in enumerate(read.entries, first))
+            self.endInsertRows()
+            self.changed.emit()
+            return
         self._count_prompts(read.prompts)
         self._ready = read.grid  # the table of every run, unfiltered, for the grid model
         self._apply()
         self.changed.emit()
+
+    def _appends(self, new: int) -> bool:
+        """`new` runs just added go at the end of the list as it is shown: no filter, list order, every run shown
+        before them."""
+        unfiltered = self.verdict_filter == self.prompt_filter == self.seed_filter == ALL
+        return unfiltered and self.sort == SORTS[0] and 0 < len(self._shown) == len(self.entries) - new
 
     def ready_grid(self) -> Grid | None:
         """The table of the shown runs made on the worker with the read (every run shown, in list order), or
@@ -256,7 +279,7 @@ class SweepModel(QAbstractListModel):
     def clear(self) -> None:
         self._reader.cancel()
         self.study_dir, self.entries, self.stats, self.status = None, [], SweepStats(), ""
-        self._last, self.loading, self._ready = -1, False, None
+        self._last, self.loading, self._ready, self._labels = -1, False, None, set()
         self._count_prompts()
         self._apply()
         self.changed.emit()
@@ -297,7 +320,7 @@ class SweepModel(QAbstractListModel):
         self.endResetModel()
 
     def verdicts(self) -> list[str]:
-        return sorted({e.label for e in self.entries})
+        return sorted(self._labels)
 
     def prompts(self) -> list[str]:
         return list(self._prompts)
@@ -372,6 +395,7 @@ class SweepGridModel(QAbstractTableModel):
         self._cells: dict[tuple[int, int], SweepEntry] = {}
         self._cell_of: dict[str, tuple[int, int]] = {}  # run folder -> its cell
         runs.modelReset.connect(self._rebuild)
+        runs.rowsInserted.connect(self._on_appended)
         runs.imagesArrived.connect(self._on_images)
         self._rebuild()
 
@@ -380,6 +404,38 @@ class SweepGridModel(QAbstractTableModel):
         self.beginResetModel()
         self.prompts, self.seeds, self._cells, self._cell_of = grid
         self.endResetModel()
+
+    def _on_appended(self, _parent: Index, first: int, last: int) -> None:
+        """A live sweep's new runs (the list's rows first..last): each in its cell, a new prompt a row at the end,
+        a seed after the others a column at the end; one the table cannot take so (a seed among the others) made
+        again whole."""
+        added = self.runs.shown()[first:last + 1]
+        rows = {p: i for i, p in enumerate(self.prompts)}
+        new_prompts = [p for p in dict.fromkeys(e.prompt for e in added) if p not in rows]
+        known = set(self.seeds)
+        new_seeds = sorted({e.seed for e in added} - known)
+        if new_seeds and self.seeds and new_seeds[0] < self.seeds[-1]:
+            self._rebuild()
+            return
+        if new_prompts:
+            self.beginInsertRows(QModelIndex(), len(self.prompts), len(self.prompts) + len(new_prompts) - 1)
+            self.prompts = self.prompts + new_prompts
+            rows.update((p, i) for i, p in enumerate(self.prompts))
+            self.endInsertRows()
+        if new_seeds:
+            self.beginInsertColumns(QModelIndex(), len(self.seeds), len(self.seeds) + len(new_seeds) - 1)
+            self.seeds = self.seeds + new_seeds
+            self.endInsertColumns()
+        column = {s: j for j, s in enumerate(self.seeds)}
+        cells = [(rows[e.prompt], column[e.seed], e) for e in added]
+        for row, col, e in cells:
+            if (row, col) not in self._cells:
+                self._cells[row, col] = e
+                self._cell_of[e.run_dir] = (row, col)
+                self.dataChanged.emit(self.index(row, col), self.index(row, col))
+        for orientation, sections in ((Qt.Orientation.Vertical, [c[0] for c in cells]),
+                                      (Qt.Orientation.Horizontal, [c[1] for c in cells])):
+            self.headerDataChanged.emit(orientation, min(sections), max(sections))  # their failure rates
 
     def _on_images(self, run_dirs: list[str]) -> None:
         cells = [self._cell_of[r] for r in run_dirs if r in self._cell_of]

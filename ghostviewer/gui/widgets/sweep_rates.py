@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QResizeEvent
+from PySide6.QtGui import QColor, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from ghostviewer.gui.models.sweep_model import SweepModel
@@ -62,6 +62,7 @@ class SweepRates(QWidget):
         self.table.cellClicked.connect(self._on_clicked)
         model.changed.connect(self.refresh)
         self._shown: tuple[str, list] | None = None  # the rates the table and chart show (by what, rows)
+        self._stale = False  # asked to refresh while hidden
         self.refresh()
 
     @property
@@ -72,6 +73,10 @@ class SweepRates(QWidget):
         return self.model.stats.table(self.kind)
 
     def refresh(self) -> None:
+        if not self.isVisible():  # hidden beside a narrow grid: filled when it shows (a live sweep's refreshes)
+            self._stale = True
+            return
+        self._stale = False
         rows = self.rows()
         if (self.kind, rows) == self._shown:
             return  # a live sweep's progress only: the rates are those shown
@@ -115,6 +120,11 @@ class SweepRates(QWidget):
         room = max(1, self.plot.width() - AXIS_PX)
         every = max(1, math.ceil(len(labels) * widest / room))
         self.plot.getAxis("bottom").setTicks([labels[::every]])
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        if self._stale:
+            self.refresh()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
