@@ -73,7 +73,7 @@ class TimelineModel(QObject):
         self.stop()
         self.record, self.live, self.engine_died = record, live, False
         self.steps = record.steps()
-        self.status = record.status
+        self.status = "running" if live else record.status  # the engine is writing it (refresh keeps it so)
         self.settings = record.settings
         self.position = len(self.steps) - 1
         self.runChanged.emit()
