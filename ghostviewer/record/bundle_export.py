@@ -263,7 +263,8 @@ def _run_entry(record: RunRecord, options: dict[str, bool]) -> dict[str, Any]:
         "image": None if image is None else f"{folder}/images/{image.name}",
         "pipeline": pipeline,
         "environment": environment,
-        "command": command_line(settings),
+        "command": command_line(settings, folder, watched=bool(record.call)),
+        "watched": bool(record.call),  # a call of the user's own code: made again from its record (`replay`)
         **options,
     }
 

@@ -1,4 +1,4 @@
-"""The human side of a bundle: README.txt, repro.py and the `ghostviewer run …` line that repeats a run."""
+"""The human side of a bundle: README.txt, repro.py and the command line that repeats a run."""
 
 from __future__ import annotations
 
@@ -9,9 +9,18 @@ from typing import Any
 
 from . import schema
 
+# The call flags of `ghostviewer run` beyond text-to-image, with the record's copy of each input image: a bundle
+# carries the pixels the call got (images/input_*.png), not the user's files.
+_INPUT_FLAGS = (("init_image", "--init-image", "input_init_image"), ("mask", "--mask", "input_mask"),
+                ("control_image", "--control-image", "input_control_image"))
 
-def command_line(settings: dict[str, Any]) -> str:
-    """The exact `ghostviewer run …` command for recorded settings (POSIX shell quoting)."""
+
+def command_line(settings: dict[str, Any], folder: str | None = None, watched: bool = False) -> str:
+    """The exact command that repeats a recorded run (POSIX shell quoting): `ghostviewer run …` for GhostViewer's
+    own runs of every kind (input images from the bundle's `folder` when given), `ghostviewer replay FOLDER` for a
+    watched call, whose prompts, generators and keywords only its record holds."""
+    if watched:
+        return shlex.join(["ghostviewer", "replay", folder or "RUN_DIR"])
     source = str(settings.get("source") or "demo")
     if source.startswith("<in-memory"):
         source = "PIPELINE"  # an in-memory pipeline has no path: the reader supplies one
@@ -37,7 +46,27 @@ def command_line(settings: dict[str, Any]) -> str:
         args += ["--config", str(extra["config"])]  # a single-file checkpoint's configs folder
     if extra.get("memory_check") is False:
         args.append("--no-memory-check")  # the size was run past the memory estimate: so must the repro
-    return shlex.join(args)
+    return shlex.join(args + _call_flags(settings, folder))
+
+
+def _call_flags(settings: dict[str, Any], folder: str | None) -> list[str]:
+    args: list[str] = []
+    for key, flag, copy in _INPUT_FLAGS:
+        if settings.get(key):
+            args += [flag, f"{folder}/images/{copy}.png" if folder else str(settings[key])]
+    for key, flag in (("strength", "--strength"), ("controlnet", "--controlnet"),
+                      ("controlnet_scale", "--controlnet-scale"), ("attention_backend", "--attention-backend")):
+        if settings.get(key) is not None:
+            args += [flag, str(settings[key])]
+    if isinstance(settings.get("batch"), int) and settings["batch"] > 1:
+        args += ["--batch", str(settings["batch"])]
+    if settings.get("generator_device") not in (None, "cpu"):
+        args += ["--generator-device", str(settings["generator_device"])]
+    for adapter in settings.get("adapters") or ():
+        args += ["--lora", str(adapter)]
+    if settings.get("fuse_lora"):
+        args.append("--fuse-lora")
+    return args
 
 
 def _anomaly_text(anomaly: dict[str, Any] | None) -> str:
@@ -133,7 +162,10 @@ def readme(manifest: dict[str, Any]) -> str:
             f"Determinism:      {json.dumps(env.get('determinism'))}",
             "",
             *_isolate_lines(run.get("isolate")),
-            "Reproduce it:",
+            "Reproduce it:" if not run.get("watched") else
+            "Reproduce it (a call of your own code, made again from its record: its prompts, generators, images and",
+            *(["keywords; run it where this bundle is unzipped, or ghostviewer.replay(FOLDER, pipeline=pipe) on your",
+               "own pipeline object):"] if run.get("watched") else []),
             f"    {run['command']}",
             "",
         ]
@@ -181,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in RUNS:
         s = run["settings"]
         try:
-            result = api.run(
+            result = _replayed(api, run, args) if run.get("watched") else api.run(
                 args.pipeline or s.get("source") or "demo",
                 s.get("prompt") or "",
                 negative=s.get("negative_prompt") or "",
@@ -201,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                 memory_check=(s.get("extra") or {}).get("memory_check") is not False,
                 config=(s.get("extra") or {}).get("config"),
                 runs_dir=args.runs_dir,
+                **_call_inputs(run),
             )
         except Exception as exc:  # noqa: BLE001 - one line, not a traceback
             print(f"{run['run_id']}: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -218,13 +251,44 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if ghost else 0
 
 
+def _call_inputs(run: dict) -> dict:
+    """An img2img, inpaint, ControlNet, LoRA or batch run's call: its input images are this bundle's copies."""
+    s, here = run["settings"], os.path.dirname(os.path.abspath(__file__))
+    inputs = {key: os.path.join(here, run["folder"], "images", f"input_{key}.png")
+              for key in ("init_image", "mask", "control_image") if s.get(key)}
+    for key in ("strength", "controlnet", "controlnet_scale", "attention_backend"):
+        if s.get(key) is not None:
+            inputs[key] = s[key]
+    for key, default in (("batch", 1), ("generator_device", "cpu"), ("adapters", ()), ("fuse_lora", False)):
+        if s.get(key) not in (None, default, []):
+            inputs[key] = s[key]
+    return inputs
+
+
+def _replayed(api, run: dict, args) -> dict:
+    """A watched call, re-issued from its record here (its prompts, generators, images and keywords)."""
+    pipeline = None
+    if args.pipeline or args.device:
+        from ghostviewer.engine.loading.pipelines import load_pipeline
+
+        source = args.pipeline or run["settings"].get("source") or "demo"
+        pipeline = load_pipeline(source, device=args.device or "auto").pipe
+    from ghostviewer.record import RunRecord
+
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), run["folder"])
+    replayed = api.replay(folder, times=1, pipeline=pipeline, runs_dir=args.runs_dir)["runs"][0]["run_dir"]
+    return {**RunRecord(replayed).summary(), "run_dir": str(replayed)}
+
+
 if __name__ == "__main__":
     sys.exit(main())
 '''
 
 
 def repro_script(manifest: dict[str, Any]) -> str:
-    """repro.py: replays every run through `ghostviewer.api.run` with the recorded settings."""
-    runs = [{"run_id": r["run_id"], "settings": r["settings"], "verdict": r.get("verdict")} for r in manifest["runs"]]
+    """repro.py: replays every run through `ghostviewer.api.run` with the recorded settings (a watched call
+    through `ghostviewer.api.replay`, from its record in the bundle)."""
+    runs = [{"run_id": r["run_id"], "folder": r.get("folder") or f"runs/{r['run_id']}", "settings": r["settings"],
+             "verdict": r.get("verdict"), "watched": bool(r.get("watched"))} for r in manifest["runs"]]
     literal = pprint.pformat(schema.jsonable(runs), width=110, sort_dicts=False)  # str/int/float/bool/None only
     return REPRO_TEMPLATE.replace("__RUNS__", literal)
