@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from diffusers.models.resnet import ResnetBlock2D
 
 from ghostviewer import api
+from ghostviewer.engine.tracing.blocks import resolve_module
 from tests.engine.tiny_pipelines import build_tiny_sd
 from tests.script_in_process import run_script
 
@@ -75,3 +77,28 @@ def test_a_forward_set_on_the_instance_is_never_rebuilt_as_diffusers_forward(pip
     assert result["rebuildable"] is False and result["repro"] is None  # diffusers' forward would be healthy
     assert "Inf where the run had none" in result["reason"]
     assert [i["kind"] for i in result["user_code_in_repro"]] == ["patched forward"]
+
+
+NORM = "vae.decoder.mid_block.resnets.0.norm1"
+
+
+def test_an_edited_attribute_travels_into_the_rebuild_and_the_repro(pipe: Any, runs_dir: Path,
+                                                                    tmp_path: Path) -> None:
+    """The user's `eps = 0` on a GroupNorm that then gets a constant input (their own pre-hook blanks it): 0/0.
+    A rebuild from the VAE's config has eps 1e-6 and is healthy there; the run's value is set on it, and in repro."""
+    norm = resolve_module(pipe, NORM)
+    handle = norm.register_forward_pre_hook(lambda _m, args: (torch.full_like(args[0], 0.5),))
+    norm.eps = 0.0
+    try:
+        bad = api.run(pipe, "a red circle", steps=2, width=32, height=32, trace_depth="leaf", runs_dir=runs_dir)
+        assert (bad["first_anomaly"]["module"], bad["first_anomaly"]["kind"]) == (NORM, "nan")
+        result = api.isolate(bad["run_dir"], module=NORM, out=tmp_path / "iso", pipeline=pipe, fuzz=True)
+    finally:
+        handle.remove()
+        norm.eps = 1e-6
+    assert result["rebuildable"] and result["output"]["nan"] == result["output"]["numel"], result["reason"]
+    assert result["user_code_in_repro"] == [{"kind": "attributes", "name": "eps = 0.0", "on": ["the module"],
+                                             "in_repro": True, "why": None}]
+    assert result["fuzz"]["broken_values"]["real"] == ["as recorded"]  # the folder's rebuild has it too
+    proc = run_script(result["repro"], forbid=("ghostviewer", "tests"))
+    assert proc.returncode == 1 and "NaN 16384" in proc.stdout, proc.stdout + proc.stderr[-2000:]

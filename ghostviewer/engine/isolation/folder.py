@@ -23,6 +23,7 @@ from torch import nn
 
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.isolation.arguments import EncodedCall, decode_call
+from ghostviewer.engine.isolation.carry import set_attributes
 from ghostviewer.engine.isolation.rebuild import BuildSpec, build, class_path, load_class
 
 SCHEMA = 1
@@ -108,4 +109,6 @@ def rebuild_case(case: IsolatedCase) -> nn.Module:
     spec = case.build
     if spec.kind == "none":
         raise GhostError(f"{case.module_path} cannot be rebuilt outside its pipeline: {spec.reason}")
-    return materialize(build(spec), case.meta["dtype"], case.state, case.meta.get("processors") or {})
+    module = materialize(build(spec), case.meta["dtype"], case.state, case.meta.get("processors") or {})
+    set_attributes(module, case.meta.get("attributes") or {})  # the user's edits of plain attributes
+    return module

@@ -19,7 +19,7 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.interventions.base import RunContext, applied
 from ghostviewer.engine.interventions.input_capture import CapturedCall, InputCapture, InputCaptureConfig
 from ghostviewer.engine.isolation.arguments import decode_call, describe, encode_call, name_arguments
-from ghostviewer.engine.isolation.carry import carry_user_code
+from ghostviewer.engine.isolation.carry import attribute_edits, carry_user_code, set_attributes
 from ghostviewer.engine.isolation.folder import diffusers_processors, materialize, write_folder
 from ghostviewer.engine.isolation.fuzz import fuzz_module
 from ghostviewer.engine.isolation.injected import apply_faults, injected_faults
@@ -109,6 +109,11 @@ def same_output(got: torch.Tensor | None, expected: torch.Tensor | None) -> str 
     return None if diff <= tolerance else f"output differs from the run's by up to {diff:.3g}"
 
 
+def _edit_words(edits: dict[str, dict[str, Any]]) -> str:
+    return ", ".join(f"{name + '.' if name else ''}{key} = {value!r}" for name, values in edits.items()
+                     for key, value in values.items())
+
+
 def isolate_module(
     run_dir: str | Path, module: str, step: int | None = None, out_dir: str | Path | None = None, *,
     pipeline: Any = None, call: int = 0, allow_pickle: bool = False, fuzz: bool = False,
@@ -136,9 +141,13 @@ def isolate_module(
     run_args, run_kwargs = _on(decode_call(encoded.spec, encoded.tensors), device)
 
     carried: list[str] = []
+    edits: dict[str, dict[str, Any]] = {}
 
     def check(rebuilt: nn.Module) -> str | None:
         candidate = materialize(rebuilt, dtype, captured.state, processors).to(device)
+        edits.clear()
+        edits.update(attribute_edits(target, candidate))  # the user's `eps = 0`: the rebuild has the config's
+        set_attributes(candidate, edits)
         carried[:] = carry_user_code(target, candidate)  # the user's processors and hooks, by reference
         restore = apply_faults(candidate, module, faults)
         try:
@@ -156,6 +165,9 @@ def isolate_module(
     user = processor_code(target)  # the user's processors as repro.py code, or why not
     own_class, class_report = class_code(target) if spec.kind in ("config", "kwargs") else ("", [])
     in_repro = [*class_report, *user.report, *hooks_report(target)]
+    if edits and spec.kind != "none":
+        in_repro.append({"kind": "attributes", "name": _edit_words(edits), "on": [n or "the module" for n in edits],
+                         "in_repro": True, "why": None})
     meta = {
         "module": module, "class": spec.class_path, "step": config.step, "call": call, "dtype": dtype,
         "build": spec.to_json(), "processors": processors, "faults": faults, "fault_notes": notes,
@@ -164,7 +176,7 @@ def isolate_module(
         "unsupported": encoded.spec["unsupported"], "inputs": describe(encoded.spec, encoded.tensors),
         "user_code": list(carried), "user_code_in_repro": in_repro,
         "user_processor_code": {"source": user.source, "on": user.on, "states": user.states},
-        "user_class_code": own_class,
+        "user_class_code": own_class, "attributes": edits,
     }
     write_folder(out, meta, encoded, captured.state)
     repro = out / "repro.py"
@@ -178,6 +190,7 @@ def isolate_module(
             live, on = target, "the live module in memory (it cannot be rebuilt)"
         elif carried:  # the folder would lose the user's code: the rebuilt copy with it, in memory
             live = materialize(build(spec), dtype, captured.state, processors).to(device)
+            set_attributes(live, edits)
             carry_user_code(target, live)
             on = "the rebuilt module in memory, with the user's code carried"
         else:

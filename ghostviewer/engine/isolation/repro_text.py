@@ -89,7 +89,7 @@ def main():
     module.load_state_dict(load_file(str(HERE / "weights.safetensors")), strict=True)
     for name, cls in PROCESSORS.items():
         module.get_submodule(name).set_processor(load_class(cls)())
-@@USER_CALL@@    module = module.to(options.device).eval()
+@@ATTRS_CALL@@@@USER_CALL@@    module = module.to(options.device).eval()
 @@FAULT_CALL@@    spec = json.loads((HERE / "inputs.json").read_text())
     tensors = load_file(str(HERE / "inputs.safetensors"), device=options.device)
     args = [decode_value(v, tensors) for v in spec["args"]]
@@ -215,7 +215,14 @@ def repro_script(meta: dict[str, Any], processors: dict[str, str]) -> str:
     user_flag = ('    parser.add_argument("--default-processor", action="store_true",\n'
                  '                        help="diffusers\' default processor instead of the run\'s own")\n')
     user_call = "    if not options.default_processor:\n        set_user_processors(module)\n"
+    edits = meta.get("attributes") or {}
+    if edits:  # the user's edits of plain attributes (norm.eps = 0): a rebuild has its config's values
+        values += "\n" + _literal("ATTRIBUTES", edits) + "  # the run's own values, where a rebuild's differ"
+    attrs_call = ("    for name, values in ATTRIBUTES.items():\n"
+                  "        for key, value in values.items():\n"
+                  "            setattr(module.get_submodule(name) if name else module, key, value)\n") if edits else ""
     replacements = {
+        "@@ATTRS_CALL@@": attrs_call,
         "@@MODULE@@": meta["module"],
         "@@CLASS_NAME@@": spec.class_path.rpartition(".")[2],
         "@@RUN@@": str(meta.get("run_id") or meta.get("run_dir")),
@@ -273,7 +280,10 @@ def readme(meta: dict[str, Any]) -> str:
                   "statistics; it exits 1 when the output holds NaN or Inf or collapses (every value equal).", ""]
     for item in meta.get("user_code_in_repro") or []:
         where = ", ".join(item["on"])
-        if item["in_repro"] and item["kind"] == "module class":
+        if item["kind"] == "attributes":
+            lines += [f"**The user's own attribute values.** The run's module had {item['name']}, which a rebuild "
+                      "does not give; repro.py sets them (ATTRIBUTES).", ""]
+        elif item["in_repro"] and item["kind"] == "module class":
             lines += [f"**The user's own module class.** The run had `{item['name']}` at {where}; repro.py carries "
                       "its source.", ""]
         elif item["in_repro"]:
