@@ -145,3 +145,22 @@ def test_a_real_size_run_shows_step_by_step_at_a_bounded_cost(win, qtbot, tmp_pa
                     and not heatmap.loading, timeout=10_000)
     assert heatmap.data.reads["whole"] - reads_before["whole"] == 1
     assert heatmap.image.image.shape[:2] == (len(TEXT) + len(UNET) + len(DECODE), STEPS + 2)
+
+
+def test_a_grid_grown_step_by_step_is_the_grid_of_all_rows() -> None:
+    """extend_grid, fed a run's steps one at a time (a module first seen at step 2, NaN in a later call), gives
+    stat_grid's grid of every row at once: modules, columns, cells and bad cells."""
+    rows = [row("encode", None, m, i, 1.0 + i) for i, m in enumerate(TEXT[:3])]
+    grid = stat_grid_model.extend_grid(None, rows)
+    seq = len(rows)
+    for step in range(4):
+        modules = UNET[:5] + (["unet.late_block"] if step >= 2 else [])
+        new = [row("denoise", step, m, seq + i, (i + 1) * (step + 1.0)) for i, m in enumerate(modules)]
+        if step == 3:
+            new.append(StatRow("denoise", step, UNET[1], 1, seq + 9, (1,), "float32", 0, 0, 0, 0, 0, 1, 0))
+        seq += 10
+        rows += new
+        grid = stat_grid_model.extend_grid(grid, new)
+    whole = stat_grid(rows)
+    assert grid is not None and grid.modules == whole.modules and grid.columns == whole.columns
+    assert grid.rows == whole.rows and np.array_equal(grid.bad, whole.bad) and grid.bad.sum() == 1

@@ -170,12 +170,13 @@ class StatGridModel(QObject):
             return
         live = self.timeline.live
         key = (str(record.path), "live" if live else self.timeline.status, self.timeline.count)
-        if self._wanted is None or self._wanted[0] != key[0]:  # another run: not a moment of the old grid
+        same_run = self._wanted is not None and self._wanted[0] == key[0]
+        if not same_run:  # another run: not a moment of the old grid
             self._set(None, None)
         if live:
-            if self._reading and self._wanted is not None and self._wanted[1] == "live":
+            if self._reading and same_run and self._wanted is not None and self._wanted[1] == "live":
                 return  # one step read at a time: its answer asks for what came in meanwhile
-            grid = self.grid if self._wanted is not None and self._wanted[0] == key[0] else None
+            grid = self.grid if same_run else None
             have = set(grid.steps) if grid is not None else set()
             steps = [info.index for info in self.timeline.steps if info.index not in have]
             if not steps:
@@ -194,8 +195,11 @@ class StatGridModel(QObject):
         self._reading = False
         if isinstance(result, tuple):
             self._set(*result)
-        if key[1] == "live" and self.timeline.live and self.timeline.count != key[2]:
-            self._drawing.changed()  # steps that came in during the read
+        if key[1] == "live" and self.timeline.live:
+            if self.timeline.count != key[2]:
+                self._drawing.changed()  # steps that came in during the read
+            elif not isinstance(result, tuple):
+                self._on_steps(self.timeline.count)  # unreadable mid-write: again shortly
 
     def _set(self, grid: StatGrid | None, anomaly_cell: tuple[int, int] | None) -> None:
         self.grid, self.anomaly_cell = grid, anomaly_cell
