@@ -25,6 +25,7 @@ from ghostviewer.engine.loading.weight_files import (
     LARGE_FILE_BYTES,
     PICKLE_SUFFIXES,
     SAFE_SUFFIXES,
+    check_config_fits_weights,
     check_weights_match,
     component_weight_files,
     hash_files,
@@ -99,7 +100,7 @@ def load_pipeline(
     if kind == "single_file":
         pipe, hashes = _load_single_file(location, dtypes, allow_pickle, config, cache_dir)
     else:
-        pipe, hashes = _load_folder(location, dtypes, allow_pickle, label=str(source))
+        pipe, hashes = _load_folder(location, dtypes, allow_pickle, label=str(source), shipped=kind == "demo")
     _prepare(pipe, target)
     return LoadedPipeline(
         pipe=pipe,
@@ -176,12 +177,17 @@ def _check_not_a_run(folder: Path) -> None:
 
 
 def _load_folder(
-    folder: Path, dtypes: dict[str, torch.dtype], allow_pickle: bool, label: str
+    folder: Path, dtypes: dict[str, torch.dtype], allow_pickle: bool, label: str, shipped: bool = False
 ) -> tuple[DiffusionPipeline, dict[str, str]]:
     components = checked_components(folder, dtypes)
     weight_files = {
         name: files for name in components if (files := component_weight_files(folder, name, allow_pickle))
     }
+    if not shipped:  # the demo is GhostViewer's own: its configs are its weights'
+        for name, files in weight_files.items():
+            library, class_name = components[name]
+            if library == "diffusers":
+                check_config_fits_weights(folder, name, class_name, files)
     hashes = {name: hash_files(files) for name, files in weight_files.items()}
     # low_cpu_mem_usage pinned: its default turns on when accelerate is installed (peft pulls it in), and loads (their
     # errors included) must not depend on that

@@ -6,6 +6,7 @@ hashed for the run record.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ SAFE_SUFFIXES = (".safetensors",)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 LARGE_FILE_BYTES = 256 * 2**20  # above this, hash size + head + tail instead of every byte
 EDGE_BYTES = 16 * 2**20
+CONFIG_SLACK = 2  # a config may describe up to this many times the parameters its weight files hold (+1 M)
 
 
 def component_weight_files(folder: Path, name: str, allow_pickle: bool) -> list[Path]:
@@ -50,6 +52,35 @@ def validate_safetensors(path: Path) -> list[str]:
             return list(handle.keys())
     except (SafetensorError, OSError) as exc:
         raise SourceError(f"{path} is not a valid safetensors file (truncated or corrupt?): {exc}") from exc
+
+
+def check_config_fits_weights(folder: Path, name: str, class_name: str, files: list[Path]) -> None:
+    """Refuse, before diffusers builds it, a diffusers model whose config.json describes far more parameters than
+    its safetensors files hold: diffusers allocates and randomly initialises the whole model before it reads a
+    weight (low_cpu_mem_usage off), so a config of another, larger model — or one edited to 100,000 channels —
+    would take all the memory there is before check_weights_match could say so. The model is built on the meta
+    device (no memory; ~0.1 s) to count; a config it cannot build is left to diffusers' own load to refuse."""
+    import diffusers
+
+    safe = [path for path in files if path.suffix in SAFE_SUFFIXES]
+    model_class = getattr(diffusers, class_name, None)
+    if not safe or not (isinstance(model_class, type) and issubclass(model_class, diffusers.ModelMixin)):
+        return  # transformers builds on the meta device itself; pickle files have no header to count
+    try:
+        with torch.device("meta"):
+            described = sum(p.numel() for p in model_class.from_config(model_class.load_config(folder / name))
+                            .parameters())
+    except Exception:  # noqa: BLE001 - the load that follows says what is wrong with the config, in one line
+        return
+    held = 0
+    for path in safe:
+        with safe_open(str(path), framework="pt") as handle:
+            held += sum(math.prod(handle.get_slice(key).get_shape()) for key in handle.keys())
+    if described > CONFIG_SLACK * held + 1_000_000:
+        raise SourceError(
+            f"{name}'s config.json describes a {class_name} of {described:,} parameters, but its weight files hold "
+            f"{held:,}: not the config of these weights (refused before building a model that size)"
+        )
 
 
 def check_weights_match(name: str, model: Any, files: list[Path]) -> None:
