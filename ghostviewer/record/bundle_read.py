@@ -248,7 +248,7 @@ def _check_run(path: Path, run_id: str, entry: dict[str, Any] | None = None) -> 
     try:
         record = RunRecord(path)
         recorded = (record.verdict or {}).get("label"), record.first_anomaly
-        settings = record.settings
+        settings, status = record.settings, record.status
         record.check_tensors()  # a safetensors header that lies is said now, not when a view reads that step
     except RecordError as exc:
         raise BundleError(f"bundled run {run_id} is not readable: {exc}") from exc
@@ -262,6 +262,11 @@ def _check_run(path: Path, run_id: str, entry: dict[str, Any] | None = None) -> 
     if claims != {"settings": settings, **{key: settings.get(key) for key in ("prompt", "seed", "steps")}}:
         raise BundleError(f"bundled run {run_id}: the manifest's settings (prompt, seed, steps) are not the run's "
                           "own database's: the bundle was edited; refusing it")
+    # inspect's exit code follows the status; a run exported while running reads interrupted once out of its folder
+    claimed = "interrupted" if entry.get("status") == "running" else entry.get("status")
+    if claimed != status:
+        raise BundleError(f"bundled run {run_id}: the manifest says status {entry.get('status')!r} but the run's own "
+                          f"database says {status!r}: the bundle was edited; refusing it")
 
 
 def _check_databases(checked: _Checked) -> None:

@@ -135,6 +135,7 @@ CASES: dict[str, tuple[Callable[[Path], Edit], str]] = {
     "edited-prompt": (lambda t: _settings(prompt="a harmless prompt"), "the bundle was edited"),
     "edited-seed": (lambda t: _settings(seed=12345), "the bundle was edited"),
     "edited-steps": (lambda t: _settings(steps=[1, 2]), "the bundle was edited"),
+    "edited-status": (lambda t: _settings(status="failed"), "the manifest says status 'failed'"),
 }
 
 
