@@ -331,7 +331,9 @@ class HistoryRows(QStandardItemModel):
         if path in self._thumbs:
             self._thumbs.move_to_end(path)
             return self._thumbs[path]
-        self._waiting.setdefault(path, []).append(QPersistentModelIndex(index))
+        waiting = self._waiting.setdefault(path, [])
+        if len(waiting) < 4:  # each paint of the row asks again while it is decoded: its row is enough
+            waiting.append(QPersistentModelIndex(index))
         if len(self._waiting) > THUMB_CACHE:  # rows scrolled past long ago: asked again when drawn
             self._waiting.pop(next(iter(self._waiting)))
         image = self.images.get(path)
