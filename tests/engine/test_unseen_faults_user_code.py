@@ -15,6 +15,7 @@ from diffusers.models.resnet import ResnetBlock2D
 
 from ghostviewer import api
 from ghostviewer.engine.tracing.blocks import resolve_module
+from tests.engine.tiny_families import build_tiny
 from tests.engine.tiny_pipelines import build_tiny_sd
 from tests.script_in_process import run_script
 
@@ -102,3 +103,30 @@ def test_an_edited_attribute_travels_into_the_rebuild_and_the_repro(pipe: Any, r
     assert result["fuzz"]["broken_values"]["real"] == ["as recorded"]  # the folder's rebuild has it too
     proc = run_script(result["repro"], forbid=("ghostviewer", "tests"))
     assert proc.returncode == 1 and "NaN 16384" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+
+
+def test_the_users_forward_hook_is_written_into_repro_and_reproduces(runs_dir: Path, tmp_path: Path) -> None:
+    """SD3: the user's hook (a closure over a plain threshold) turns a dual-stream block's image stream NaN once
+    its std passes the threshold; repro.py carries the hook, so it reproduces, and runs healthy without it."""
+    pipe = build_tiny("sd3")
+    limit = 0.1
+
+    def image_stream_nan(_module, _args, output):  # type: ignore[no-untyped-def]
+        return (output[0], output[1] + float("nan")) if float(output[1].std()) > limit else output
+
+    module = "transformer.transformer_blocks.1"
+    handle = resolve_module(pipe, module).register_forward_hook(image_stream_nan)
+    try:
+        bad = api.run(pipe, "a red circle", steps=2, width=32, height=32, runs_dir=runs_dir)
+        result = api.isolate(bad["run_dir"], module=module, step=0, out=tmp_path / "iso", pipeline=pipe)
+    finally:
+        handle.remove()
+    assert bad["first_anomaly"]["module"] == module
+    [item] = result["user_code_in_repro"]
+    assert item["kind"] == "forward hook" and item["in_repro"] is True, item
+    source = Path(result["repro"]).read_text()
+    assert "limit = 0.1" in source and "def image_stream_nan(" in source
+    proc = run_script(result["repro"], forbid=("ghostviewer", "tests"))
+    assert proc.returncode == 1 and "output[1]: shape (2, 64, 32)" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    assert "NaN 4096" in proc.stdout
+    assert run_script(result["repro"], "--without-hooks", forbid=("ghostviewer", "tests")).returncode == 0

@@ -26,7 +26,7 @@ from ghostviewer.engine.isolation.injected import apply_faults, injected_faults
 from ghostviewer.engine.isolation.outputs import output_stats, stream_adapter
 from ghostviewer.engine.isolation.rebuild import BuildSpec, build, choose_build
 from ghostviewer.engine.isolation.repro_text import readme, repro_script
-from ghostviewer.engine.isolation.user_source import class_code, hooks_report, processor_code
+from ghostviewer.engine.isolation.user_source import class_code, hooks_code, hooks_report, processor_code
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, recorded_call
 from ghostviewer.engine.module_io import main_tensor
@@ -164,7 +164,11 @@ def isolate_module(
     stats = output_stats(captured.output)
     user = processor_code(target)  # the user's processors as repro.py code, or why not
     own_class, class_report = class_code(target) if spec.kind in ("config", "kwargs") else ("", [])
+    hooks = hooks_code(target)  # the user's forward hooks as repro.py code, or why not
     in_repro = [*class_report, *user.report, *hooks_report(target)]
+    if spec.kind == "none":  # no repro.py at all
+        in_repro = [{**item, "in_repro": False, "why": item["why"] or "no repro.py: the module cannot be rebuilt"}
+                    for item in in_repro]
     if edits and spec.kind != "none":
         in_repro.append({"kind": "attributes", "name": _edit_words(edits), "on": [n or "the module" for n in edits],
                          "in_repro": True, "why": None})
@@ -177,6 +181,7 @@ def isolate_module(
         "user_code": list(carried), "user_code_in_repro": in_repro,
         "user_processor_code": {"source": user.source, "on": user.on, "states": user.states},
         "user_class_code": own_class, "attributes": edits,
+        "user_hook_code": {"source": hooks.source, "on": hooks.on} if spec.kind != "none" else {},
     }
     write_folder(out, meta, encoded, captured.state)
     repro = out / "repro.py"

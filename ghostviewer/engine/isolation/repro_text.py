@@ -26,7 +26,7 @@ Recorded by GhostViewer from run @@RUN@@ (prompt @@PROMPT@@, seed @@SEED@@), @@W
 Needs only torch, diffusers and safetensors; the files next to this script hold the inputs (inputs.json,
 inputs.safetensors) and the weights (weights.safetensors).
 
-    python repro.py [--device cpu|cuda]@@FAULT_FLAG_USAGE@@@@USER_FLAG_USAGE@@
+    python repro.py [--device cpu|cuda]@@FAULT_FLAG_USAGE@@@@USER_FLAG_USAGE@@@@HOOKS_FLAG_USAGE@@
 
 Prints the output's statistics; exit status 1 when the output holds NaN or Inf or collapses (every value
 equal), else 0.
@@ -76,12 +76,12 @@ def output_tensors(output):
         if found:
             return found
     raise TypeError(f"no tensor in the output ({type(output).__name__})")
-@@FAULT@@@@USER@@
+@@FAULT@@@@USER@@@@HOOKS@@
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-@@FAULT_FLAG@@@@USER_FLAG@@    options = parser.parse_args()
+@@FAULT_FLAG@@@@USER_FLAG@@@@HOOKS_FLAG@@    options = parser.parse_args()
     module = build_module()
     first = next(module.parameters(), None)
     if first is not None and first.dtype != DTYPE:
@@ -89,7 +89,7 @@ def main():
     module.load_state_dict(load_file(str(HERE / "weights.safetensors")), strict=True)
     for name, cls in PROCESSORS.items():
         module.get_submodule(name).set_processor(load_class(cls)())
-@@ATTRS_CALL@@@@USER_CALL@@    module = module.to(options.device).eval()
+@@ATTRS_CALL@@@@USER_CALL@@@@HOOKS_CALL@@    module = module.to(options.device).eval()
 @@FAULT_CALL@@    spec = json.loads((HERE / "inputs.json").read_text())
     tensors = load_file(str(HERE / "inputs.safetensors"), device=options.device)
     args = [decode_value(v, tensors) for v in spec["args"]]
@@ -151,6 +151,38 @@ def set_user_processors(module):
             made[index].__dict__.update(USER_PROCESSOR_STATES[index])
         module.get_submodule(name).set_processor(made[index])
 '''
+
+_HOOKS_HEADER = '''
+
+# =================================================================================================
+# The user's own forward hooks: @@NAMES@@
+# NOT diffusers code. The recorded run had these hooks on the module (register_forward_hook); their source
+# is copied here from the user's code, and what they closed over is set to the values it had when the
+# module was isolated. Run with --without-hooks to see the module without them.
+# =================================================================================================
+'''
+
+_HOOKS_SETTER = '''
+
+USER_HOOKS = @@ON@@  # (submodule, hook, with_kwargs)
+
+
+def register_user_hooks(module):
+    for name, hook, with_kwargs in USER_HOOKS:
+        target = module.get_submodule(name) if name else module
+        target.register_forward_hook(globals()[hook], with_kwargs=with_kwargs)
+'''
+
+
+def _hook_parts(meta: dict[str, Any]) -> str:
+    code = meta.get("user_hook_code") or {}
+    if not code.get("source"):
+        return ""
+    names = ", ".join(i["name"] for i in meta.get("user_code_in_repro") or []
+                      if i.get("kind") == "forward hook" and i["in_repro"])
+    on = pprint.pformat([tuple(item) for item in code["on"]], width=110)
+    return _HOOKS_HEADER.replace("@@NAMES@@", names) + code["source"] + _HOOKS_SETTER.replace("@@ON@@", on)
+
 
 _USER_NOTE = '''
 
@@ -221,7 +253,13 @@ def repro_script(meta: dict[str, Any], processors: dict[str, str]) -> str:
     attrs_call = ("    for name, values in ATTRIBUTES.items():\n"
                   "        for key, value in values.items():\n"
                   "            setattr(module.get_submodule(name) if name else module, key, value)\n") if edits else ""
+    hooks = _hook_parts(meta)
     replacements = {
+        "@@HOOKS@@": hooks,
+        "@@HOOKS_FLAG_USAGE@@": " [--without-hooks]" if hooks else "",
+        "@@HOOKS_FLAG@@": ('    parser.add_argument("--without-hooks", action="store_true",\n'
+                           '                        help="without the run\'s own forward hooks")\n') if hooks else "",
+        "@@HOOKS_CALL@@": "    if not options.without_hooks:\n        register_user_hooks(module)\n" if hooks else "",
         "@@ATTRS_CALL@@": attrs_call,
         "@@MODULE@@": meta["module"],
         "@@CLASS_NAME@@": spec.class_path.rpartition(".")[2],
@@ -280,7 +318,11 @@ def readme(meta: dict[str, Any]) -> str:
                   "statistics; it exits 1 when the output holds NaN or Inf or collapses (every value equal).", ""]
     for item in meta.get("user_code_in_repro") or []:
         where = ", ".join(item["on"])
-        if item["kind"] == "attributes":
+        if item["kind"] == "forward hook" and item["in_repro"]:
+            lines += [f"**The user's own forward hook.** The run had `{item['name']}` on {where}; repro.py carries its",
+                      "source (\"The user's own forward hooks\"); `python repro.py --without-hooks` runs without it.",
+                      ""]
+        elif item["kind"] == "attributes":
             lines += [f"**The user's own attribute values.** The run's module had {item['name']}, which a rebuild "
                       "does not give; repro.py sets them (ATTRIBUTES).", ""]
         elif item["in_repro"] and item["kind"] == "module class":

@@ -179,13 +179,103 @@ def class_code(module: nn.Module) -> tuple[str, list[dict[str, Any]]]:
     return "\n".join(writer.imports) + "\n\n\n" + "\n\n\n".join(writer.blocks) + "\n", [item]
 
 
+@dataclass
+class UserHooks:
+    """The user's forward hooks as repro.py code: their source, and where each is registered."""
+
+    source: str = ""
+    on: list[tuple[str, str, bool]] = field(default_factory=list)  # (submodule, function name, with_kwargs)
+    report: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _lambda_source(fn: Any) -> str | None:
+    """A lambda's own expression, when its source line holds exactly one lambda of its argument count."""
+    try:
+        text = textwrap.dedent(inspect.getsource(fn)).strip()
+    except (OSError, TypeError):
+        return None
+    for candidate in (text, f"({text})", text.rstrip(",)]") + ")"):
+        try:
+            tree = ast.parse(candidate)
+        except SyntaxError:
+            continue
+        found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+                 and len(n.args.args) == fn.__code__.co_argcount]
+        return ast.unparse(found[0]) if len(found) == 1 else None
+    return None
+
+
+# repro.py's own globals: a hook's name or closure variable must not take one of them
+_REPRO_NAMES = frozenset({
+    "HERE", "MODULE_PATH", "DTYPE", "PROCESSORS", "CONFIG", "KWARGS", "PARENT_CONFIG", "ATTRIBUTES", "USER_HOOKS",
+    "argparse", "importlib", "json", "sys", "torch", "Path", "Any", "load_file", "main", "build_module",
+    "load_class", "decode_value", "output_tensors", "register_user_hooks", "inject_fault", "set_user_processors",
+})
+
+
+def _hook_code(fn: Any, index: int, writer: _Writer) -> tuple[str, str | None]:
+    """(the name repro.py registers, why it cannot be copied or None); the code goes into `writer`."""
+    if not inspect.isfunction(fn):
+        return "", f"it is a {type(fn).__name__}, not a function"
+    taken = _REPRO_NAMES & {fn.__name__, *fn.__code__.co_freevars}
+    if taken:
+        return "", f"its name or a variable it closes over ({sorted(taken)[0]!r}) is one of repro.py's own"
+    home = fn.__module__
+    if fn.__name__ == "<lambda>":
+        expression = _lambda_source(fn)
+        if expression is None:
+            return "", "its source cannot be read (a lambda that cannot be told from its line)"
+        name, text = f"user_hook_{index}", f"user_hook_{index} = {expression}"
+    else:
+        try:
+            name, text = fn.__name__, textwrap.dedent(inspect.getsource(fn)).rstrip()
+        except (OSError, TypeError) as exc:
+            return "", f"its source cannot be read ({type(exc).__name__})"
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
+    for free, cell in cells.items():  # what it closes over becomes a module value: the state it had
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            return "", f"its closure variable {free!r} is not set"
+        if not _plain(value):
+            return "", f"it closes over {free!r} ({type(value).__name__}), which cannot be written as code"
+        writer.imports.append(f"{free} = {value!r}")
+    namespace = vars(sys.modules[home]) if home in sys.modules else {}
+    for needed in sorted(_names(ast.parse(text)) - {name} - set(cells)):
+        why = writer._need(needed, namespace, home)
+        if why:
+            return "", why
+    writer.blocks.append(text)
+    return name, None
+
+
+def hooks_code(module: nn.Module) -> UserHooks:
+    """The forward hooks on `module` and its submodules (the user's: GhostViewer's are all removed by now) as
+    repro.py code; a hook that cannot be copied is named, and repro.py runs without it."""
+    result, writer = UserHooks(), _Writer()
+    for name, sub in module.named_modules():
+        for key, hook in sub._forward_hooks.items():
+            kept = (len(writer.imports), len(writer.blocks))
+            fn_name, why = _hook_code(hook, len(result.on), writer)
+            label = getattr(hook, "__qualname__", type(hook).__name__)
+            result.report.append({"kind": "forward hook", "name": label, "on": [name or "the module"],
+                                  "in_repro": why is None,
+                                  "why": None if why is None else f"not copied: {why}; carried in memory only "
+                                                                  "(isolate, fuzz), repro.py runs without it"})
+            if why is not None:
+                writer.imports, writer.blocks = writer.imports[:kept[0]], writer.blocks[:kept[1]]
+                continue
+            result.on.append((name, fn_name, key in sub._forward_hooks_with_kwargs))
+    if writer.blocks:
+        imports = list(dict.fromkeys(writer.imports))
+        result.source = "\n".join(imports) + "\n\n\n" + "\n\n\n".join(writer.blocks) + "\n"
+    return result
+
+
 def hooks_report(module: nn.Module) -> list[dict[str, Any]]:
-    """The user's forward hooks on `module`: carried in memory (carry.py), never written into repro.py; and a
-    `forward` the user set on an instance (module.forward = …), which neither a rebuild nor repro.py has."""
-    hooks = [{"kind": "forward hook", "name": getattr(hook, "__qualname__", type(hook).__name__),
-              "on": [name or "the module"], "in_repro": False,
-              "why": "carried in memory only (isolate, fuzz); repro.py runs without it"}
-             for name, sub in module.named_modules() for hook in sub._forward_hooks.values()]
+    """The user's forward hooks on `module` (hooks_code) and a `forward` the user set on an instance
+    (module.forward = …), which neither a rebuild nor repro.py has."""
+    hooks = hooks_code(module).report
     patched = [{"kind": "patched forward", "name": getattr(sub.forward, "__qualname__", "forward"),
                 "on": [name or "the module"], "in_repro": False,
                 "why": "set on the instance (module.forward = ...): a rebuilt module runs its class's forward"}
