@@ -265,6 +265,8 @@ def _run_entry(record: RunRecord, options: dict[str, bool]) -> dict[str, Any]:
         "environment": environment,
         "command": command_line(settings, folder, watched=bool(record.call)),
         "watched": bool(record.call),  # a call of the user's own code: made again from its record (`replay`)
+        "call": {key: record.call.get(key) for key in ("pipeline_class", "kind", "kwargs", "generators", "unrecorded")}
+        if record.call else None,  # its keywords, for the diffusers-only reproduction of --issue
         **options,
     }
 

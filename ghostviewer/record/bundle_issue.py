@@ -6,7 +6,6 @@ anomaly, the final image's place in the bundle, and the System Info block."""
 from __future__ import annotations
 
 import json
-import pprint
 from typing import Any
 
 from ghostviewer.paths import resources_dir
@@ -23,6 +22,8 @@ SYMPTOMS = {
 def _source(pipeline: dict[str, Any], settings: dict[str, Any]) -> tuple[str, str]:
     """(the path or hub id to load, a comment on it)."""
     source = str(pipeline.get("source") or settings.get("source") or "demo")
+    if source.startswith("<in-memory") and not str(settings.get("source") or "<").startswith("<"):
+        source = str(settings["source"])  # a watched pipeline object: the folder it was loaded from, when known
     if source == "demo":
         return (str(resources_dir() / "demo-pipeline"),
                 "GhostViewer's demo pipeline (a StableDiffusionPipeline folder in its resources/)")
@@ -39,52 +40,147 @@ def _dtypes(pipeline: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return main, {name: dtype for name, dtype in found.items() if dtype != main}
 
 
+def _image(path: str, mode: str = "RGB") -> str:
+    return f"Image.open({path!r}).convert({mode!r})"
+
+
+def _own_call(entry: dict[str, Any]) -> tuple[dict[str, str], int]:
+    """GhostViewer's own call as Python source per keyword (its input images: the bundle's copies), and its batch."""
+    settings, folder = entry.get("settings") or {}, str(entry.get("folder") or f"runs/{entry.get('run_id')}")
+    values = {"prompt": settings.get("prompt") or "", "negative_prompt": settings.get("negative_prompt") or None,
+              "num_inference_steps": settings.get("steps"), "guidance_scale": settings.get("guidance"),
+              "width": settings.get("width"), "height": settings.get("height"), "strength": settings.get("strength"),
+              "controlnet_conditioning_scale": settings.get("controlnet_scale")}
+    call = {key: repr(value) for key, value in values.items() if value is not None}
+    images = {key: f"{folder}/images/input_{key}.png" for key in ("init_image", "mask", "control_image")
+              if settings.get(key)}
+    if "init_image" in images:
+        call["image"] = _image(images["init_image"])
+        if "control_image" in images:
+            call["control_image"] = _image(images["control_image"])
+    elif "control_image" in images:  # diffusers' ControlNet text-to-image call takes its control image as image
+        call["image"] = _image(images["control_image"])
+    if "mask" in images:
+        call["mask_image"] = _image(images["mask"], "L")
+    batch = int(settings.get("batch") or 1)
+    if batch > 1:
+        call["num_images_per_prompt"] = repr(batch)
+    return call, batch
+
+
+def _watched_call(entry: dict[str, Any], generator_device: str) -> tuple[dict[str, str], list[str], list[str]]:
+    """A watched call's keywords as Python source (images: the bundle's copies; generators: their recorded seeds),
+    the generators' lines, and what cannot be written here (tensors, callables)."""
+    recorded = entry.get("call") or {}
+    folder = str(entry.get("folder") or f"runs/{entry.get('run_id')}")
+    seeds = [g.get("seed") if isinstance(g, dict) else None for g in recorded.get("generators") or []]
+    devices = [str(g.get("device") or generator_device) if isinstance(g, dict) else generator_device
+               for g in recorded.get("generators") or []]
+    left_out: list[str] = [str(name) for name in recorded.get("unrecorded") or []]
+
+    def source(value: Any, key: str) -> str | None:
+        if isinstance(value, dict) and "$image" in value:
+            return _image(f"{folder}/{value['$image']}", "L" if "mask" in key else "RGB")
+        if isinstance(value, dict) and "$generator" in value:
+            return f"generators[{int(value['$generator'])}]"
+        if isinstance(value, dict) and any(str(k).startswith("$") for k in value):
+            return None  # a tensor kept in the record (latents, prompt_embeds): not writable as source here
+        if isinstance(value, list):
+            parts = [source(v, key) for v in value]
+            return None if any(p is None for p in parts) else "[" + ", ".join(parts) + "]"  # type: ignore[arg-type]
+        return repr(value)
+
+    call: dict[str, str] = {}
+    for key, value in (recorded.get("kwargs") or {}).items():
+        if key in ("output_type", "return_dict"):
+            continue  # the script reads numpy images
+        text = source(value, key)
+        if text is None:
+            left_out.append(key)
+        else:
+            call[key] = text
+    lines = [f"    torch.Generator({device!r}).manual_seed({int(seed or 0)}),"
+             + ("" if seed is not None else "  # its seed was not recorded (a state set by hand)")
+             for seed, device in zip(seeds, devices)]
+    return call, ["generators = [", *lines, "]"] if lines else [], left_out
+
+
 def reproduction(entry: dict[str, Any]) -> str:
-    """A standalone script: the recorded call made through diffusers alone; exits 1 while the symptom shows."""
+    """A standalone script: the recorded call made through diffusers alone — its pipeline class, input images (the
+    bundle's copies), batch and generators; exits 1 while the symptom shows in any of its images."""
     settings, pipeline = entry.get("settings") or {}, entry.get("pipeline") or {}
     source, why = _source(pipeline, settings)
     main, others = _dtypes(pipeline)
     scheduler = str(((pipeline.get("components") or {}).get("scheduler") or {}).get("class") or "")
     device = str(settings.get("device") or "cpu")
     generator = str(((entry.get("environment") or {}).get("determinism") or {}).get("generator_device") or "cpu")
-    call: dict[str, Any] = {"prompt": settings.get("prompt") or "", "num_inference_steps": settings.get("steps"),
-                            "guidance_scale": settings.get("guidance"), "width": settings.get("width"),
-                            "height": settings.get("height")}
-    if settings.get("negative_prompt"):
-        call["negative_prompt"] = settings["negative_prompt"]
-    call = {k: v for k, v in call.items() if v is not None}
+    watched = bool(entry.get("watched") and entry.get("call"))
+    cls = str((entry.get("call") or {}).get("pipeline_class") if watched else pipeline.get("class") or "")
+    cls = cls.rsplit(".", 1)[-1]
+    cls = cls if cls.isidentifier() and cls.endswith("Pipeline") else "DiffusionPipeline"
+    if watched:
+        call, generator_lines, left_out = _watched_call(entry, generator)
+    else:
+        call, _batch = _own_call(entry)
+        generator_lines = [f"generator = torch.Generator({generator!r}).manual_seed({int(settings.get('seed') or 0)})"]
+        call["generator"], left_out = "generator", []
     label = str((entry.get("verdict") or {}).get("label") or "")
     check, meaning = SYMPTOMS.get(label, ("False", ""))
-    exits = f"Exits 1 while {meaning}." if meaning else "Compare the saved image with the report's."
+    exits = f"Exits 1 while {meaning} (in any of the call's images)." if meaning else \
+        "Compare the saved image with the report's."
+    imports = sorted({cls, *([scheduler] if scheduler.isidentifier() else []),
+                      *(["ControlNetModel"] if settings.get("controlnet") and not watched else [])})
     lines = [
-        '"""Reproduction for a diffusers issue, written by `ghostviewer export --issue`: needs only torch, diffusers',
-        f'and numpy. Usage: python reproduce.py [--save image.png]. {exits}"""',
+        '"""Reproduction for a diffusers issue, written by `ghostviewer export --issue`: needs only torch, diffusers,',
+        "numpy and pillow; run it where the bundle is unzipped.",
+        f'Usage: python reproduce.py [--save image.png]. {exits}"""',
+        "import inspect",
         "import sys",
         "",
         "import numpy as np",
         "import torch",
-        f"from diffusers import DiffusionPipeline{', ' + scheduler if scheduler.isidentifier() else ''}",
+        f"from diffusers import {', '.join(imports)}",
+        "from PIL import Image",
         "",
         f"SOURCE = {source!r}  # {why}",
-        f"pipe = DiffusionPipeline.from_pretrained(SOURCE, torch_dtype=torch.{main})",
     ]
+    extra = ""
+    if settings.get("controlnet") and not watched:
+        lines.append(f"controlnet = ControlNetModel.from_pretrained({str(settings['controlnet'])!r}, "
+                     f"torch_dtype=torch.{main})  # the run's --controlnet")
+        extra = ", controlnet=controlnet"
+    lines.append(f"pipe = {cls}.from_pretrained(SOURCE, torch_dtype=torch.{main}{extra})")
     for name, dtype in sorted(others.items()):
         lines.append(f"pipe.{name}.to(torch.{dtype})")
     if scheduler.isidentifier():
         lines.append(f"pipe.scheduler = {scheduler}.from_config(pipe.scheduler.config)  # the run's scheduler")
+    for number, adapter in enumerate([] if watched else settings.get("adapters") or []):
+        path, _, scale = str(adapter).rpartition(":") if ":" in str(adapter) else (str(adapter), "", "1.0")
+        lines.append(f"pipe.load_lora_weights({path!r}, adapter_name='lora{number}')  # scale {scale or '1.0'}")
+    if settings.get("adapters") and not watched:
+        scales = [str(a).rpartition(":")[2] if ":" in str(a) else "1.0" for a in settings["adapters"]]
+        names = [f"lora{i}" for i in range(len(scales))]
+        lines.append(f"pipe.set_adapters({names!r}, {[float(x) for x in scales]!r})")
+        if settings.get("fuse_lora"):
+            lines.append("pipe.fuse_lora()")
+    lines += [f"pipe.to({device!r})", *generator_lines, "call = dict("]
+    lines += [f"    {key}={value}," for key, value in call.items()]
+    lines += [")"]
+    if left_out:
+        lines.append(f"# not written here (kept in the GhostViewer record only): {', '.join(left_out)}")
     lines += [
-        f"pipe.to({device!r})",
-        f"generator = torch.Generator({generator!r}).manual_seed({int(settings.get('seed') or 0)})",
-        "call = " + pprint.pformat(call, width=100, sort_dicts=False).replace("\n", "\n       "),
-        'image = pipe(**call, generator=generator, output_type="np").images[0]',
-        'print(f"min {np.nanmin(image):.4f} max {np.nanmax(image):.4f} mean {np.nanmean(image):.4f} "',
-        '      f"NaN {int(np.isnan(image).sum())} Inf {int(np.isinf(image).sum())}")',
+        "accepted = inspect.signature(pipe.__call__).parameters  # e.g. img2img takes no width/height",
+        "call = {key: value for key, value in call.items() if key in accepted}",
+        'images = pipe(**call, output_type="np").images',
+        "bad = False",
+        "for number, image in enumerate(images, 1):",
+        '    print(f"image {number}: min {np.nanmin(image):.4f} max {np.nanmax(image):.4f} "',
+        '          f"mean {np.nanmean(image):.4f} NaN {int(np.isnan(image).sum())} Inf {int(np.isinf(image).sum())}")',
+        f"    bad = bad or bool({check})",
         'if "--save" in sys.argv:',
-        "    from PIL import Image",
-        "",
-        '    rgb = (np.nan_to_num(image).clip(0, 1) * 255).round().astype(np.uint8)',
+        '    rgb = (np.nan_to_num(images[0]).clip(0, 1) * 255).round().astype(np.uint8)',
         '    Image.fromarray(rgb).save(sys.argv[sys.argv.index("--save") + 1])',
-        f"sys.exit(1 if {check} else 0)",
+        "sys.exit(1 if bad else 0)",
     ]
     return "\n".join(lines) + "\n"
 

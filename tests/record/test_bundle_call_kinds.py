@@ -28,7 +28,7 @@ INIT = Image.fromarray(np.full((64, 64, 3), (200, 40, 40), np.uint8))
 
 def _unzipped(run_dir: str, where: Path) -> tuple[dict, Path]:
     bundle = where / "bug.zip"
-    export_bundle([Path(run_dir)], bundle)
+    export_bundle([Path(run_dir)], bundle, issue_env="System Info: the test machine")
     with zipfile.ZipFile(bundle) as zf:
         zf.extractall(where / "bundle")
     manifest = json.loads((where / "bundle" / "manifest.json").read_text())
@@ -59,6 +59,16 @@ def test_an_img2img_batch_bundle_command_makes_the_same_images(demo_loaded, tmp_
     (again,) = (tmp_path / "again").iterdir()
     assert RunRecord(again).settings["kind"] == "img2img"
     assert [a.tobytes() for a in _finals(again)] == [b.tobytes() for b in _finals(run["run_dir"])]
+    _diffusers_alone_makes(folder, run["run_dir"], images=2)
+
+
+def _diffusers_alone_makes(folder: Path, run_dir: str, images: int) -> None:
+    """ISSUE.md's reproduce.py, with diffusers alone (GhostViewer hidden), makes the run's first image again."""
+    done = run_script(folder / "reproduce.py", "--save", str(folder / "again.png"), forbid=("ghostviewer", "tests"))
+    assert done.returncode == 0, done.stdout + done.stderr  # healthy: no symptom in any image
+    assert [line.split(":")[0] for line in done.stdout.splitlines()] == [f"image {n}" for n in range(1, images + 1)]
+    again = np.asarray(Image.open(folder / "again.png")).astype(int)
+    assert np.abs(again - _finals(run_dir)[0].astype(int)).max() <= 1  # the same image (the PNG's rounding aside)
 
 
 def test_a_watched_call_bundle_replays_it_from_its_record(demo_loaded, tmp_path: Path) -> None:
@@ -80,3 +90,5 @@ def test_a_watched_call_bundle_replays_it_from_its_record(demo_loaded, tmp_path:
     record = RunRecord(again)
     assert record.call["kwargs"]["prompt"] == [PROMPT, "a red circle on a blue background"]
     assert [a.tobytes() for a in _finals(again)] == [b.tobytes() for b in _finals(run["run_dir"])]
+    assert "generators[1]" in (folder / "reproduce.py").read_text()  # each image's own recorded generator
+    _diffusers_alone_makes(folder, run["run_dir"], images=2)

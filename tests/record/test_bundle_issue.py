@@ -56,7 +56,8 @@ def test_the_reproduction_checks_the_recorded_symptom() -> None:
     compile(code, "reproduce.py", "exec")
     assert "torch_dtype=torch.float16" in code and "pipe.vae.to(torch.float32)" in code
     assert "EulerDiscreteScheduler.from_config" in code and "torch.Generator('cuda').manual_seed(4)" in code
-    assert "sys.exit(1 if not np.isfinite(image).all() else 0)" in code
+    assert "bad = bad or bool(not np.isfinite(image).all())" in code  # in any of the call's images
+    assert "for number, image in enumerate(images, 1):" in code and "sys.exit(1 if bad else 0)" in code
 
 
 def test_env_prints_what_a_bug_report_needs(capsys) -> None:
