@@ -2,18 +2,20 @@
 """A watched call against an unwatched one on the demo pipeline at block depth, side by side in one process.
 
 Three pipeline objects share the demo's components (`from_pipe`): one plain, one watched with keep="all", one with
-keep="anomalies"; each round calls the three in turn with the same arguments (a user's call: a PIL image out).
+keep="anomalies"; each round calls the three in turn with the same arguments (a user's call: a PIL image out), each
+round starting with the next of the three.
 Prints median times (wall; the process's CPU time, steadier on a shared machine; the calling thread's CPU time,
 steadier still where other programs load the machine, though it leaves out the watch study's own writer thread) and
 ratios to the plain call (goals: keep="all" ≤ 1.10×, keep="anomalies" ≤ 1.05×), and the bytes a healthy call leaves
 on disk under keep="anomalies" (goal: a summary row, under 4 KiB).
 
-Usage: python benchmarks/watch_overhead.py [--rounds 7] [--steps 20]
+Usage: python benchmarks/watch_overhead.py [--rounds 11] [--steps 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import tempfile
@@ -44,9 +46,10 @@ def row_bytes(study: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
+    load_before = os.getloadavg()  # how busy the machine was: other programs' load makes single rounds vary
     demo = load_pipeline("demo", device="cpu").pipe
     pipes = {name: StableDiffusionPipeline.from_pipe(demo) for name in ("unwatched", "keep=all", "keep=anomalies")}
     for pipe in pipes.values():
@@ -72,9 +75,11 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in pipes}
         cpu: dict[str, list[float]] = {name: [] for name in pipes}
         thread: dict[str, list[float]] = {name: [] for name in pipes}
-        for _ in range(args.rounds):
-            for name, pipe in pipes.items():
-                wall, used, own = call(pipe)
+        order = list(pipes)
+        for round_ in range(args.rounds):
+            # each round starts with another of the three: none always runs first (after the others' writes)
+            for name in order[round_ % 3:] + order[:round_ % 3]:
+                wall, used, own = call(pipes[name])
                 times[name].append(wall)
                 cpu[name].append(used)
                 thread[name].append(own)
@@ -82,7 +87,8 @@ def main() -> None:
         for watcher in watchers.values():
             watcher.detach()
         print(f"demo pipeline, {args.steps} steps, {args.rounds} interleaved rounds, torch threads "
-              f"{torch.get_num_threads()}, block depth")
+              f"{torch.get_num_threads()}, block depth; load average (1 min) {load_before[0]:.2f} before, "
+              f"{os.getloadavg()[0]:.2f} after, {os.cpu_count()} CPUs")
         goals = {"unwatched": "", "keep=all": "goal ≤ 1.10x", "keep=anomalies": "goal ≤ 1.05x"}
         for label, series in (("wall", times), ("CPU", cpu), ("thread", thread)):
             base, best = statistics.median(series["unwatched"]), min(series["unwatched"])

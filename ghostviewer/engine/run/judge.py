@@ -76,7 +76,7 @@ class RunJudge:
                  modules: list[tuple[str, nn.Module]], muted: list[Any], baseline: Any = AUTO,
                  signature: int | None = None) -> None:
         exact_demo = is_demo(loaded)
-        self.demo = speaks = speaks_demo(loaded)
+        self.demo = speaks = exact_demo or speaks_demo(loaded)  # is_demo resolves paths: asked once
         self.notes: list[tuple[str, str]] = []
         if self.demo and settings.steps < MIN_STEPS:
             self.demo = False
