@@ -26,6 +26,7 @@ from typing import Any
 
 from ghostviewer.analysis.baseline import FORMAT, STATS, VERSION, Baseline, key_text, parse_key_text
 from ghostviewer.analysis.envelope import BaselineError, Envelope, Subspace, finite_number
+from ghostviewer.safe_read import read_json
 
 
 def baseline_to_json(baseline: Baseline) -> dict[str, Any]:
@@ -61,14 +62,22 @@ def save_baseline(baseline: Baseline, path: str | Path) -> Path:
     return path
 
 
+MAX_BASELINE_BYTES = 1024**3  # an SD-size baseline at leaf depth is tens of MB
+
+
 def load_baseline(path: str | Path) -> Baseline:
-    """Read and validate a baseline file; BaselineError (one line) when it is not a usable baseline."""
+    """Read and validate a baseline file; BaselineError (one line) when it is not a usable baseline. A baseline may
+    come from anyone (a colleague's, a baselines folder): a FIFO or a device is never opened for reading, the size is
+    capped before reading, JSON nested too deep and values of the wrong kind anywhere are said, not raised."""
     path = Path(path)
+    data = read_json(path, lambda message: BaselineError(f"cannot read baseline {path}: {message}"),
+                     max_bytes=MAX_BASELINE_BYTES, what=path.name)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"cannot read baseline {path}: {exc}") from None
-    baseline = baseline_from_json(data, str(path))
+        baseline = baseline_from_json(data, str(path))
+    except BaselineError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        raise BaselineError(f"{path} is not a valid baseline ({type(exc).__name__}: {exc})") from None
     baseline.path = path
     return baseline
 
