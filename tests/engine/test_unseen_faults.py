@@ -133,3 +133,33 @@ def test_a_tuple_blocks_second_element_is_named_at_its_step_and_bisected(last_st
     assert (first["module"], first["step"], first["kind"]) == ("transformer.transformer_blocks.1", 2, "nan"), first
     result = api.bisect(bad["run_dir"], pipeline=pipe, runs_dir=runs_dir)
     assert result["culprit"] == "transformer.transformer_blocks.1", result.get("reason")
+
+
+def test_fuzz_of_a_flux_block_varies_the_text_and_sees_its_attention_collapse_inside(tiny, runs_dir: Path,
+                                                                                     tmp_path: Path) -> None:
+    """Flux: a user's processor (a subclass of the block's own) zeroes the attention for a text of fewer than 4
+    tokens. Its rotary embedding runs over text and image tokens, so a fuzzed text length cuts its text part too;
+    the block's output stays finite and varied (residuals), and the collapse is seen inside, at the attention."""
+    pipe = tiny("flux")
+    block = "transformer.transformer_blocks.0"
+    own = type(resolve_module(pipe, block).attn.processor)
+
+    class ShortTextZero(own):  # type: ignore[misc, valid-type]
+        def __call__(self, attn, hidden_states, encoder_hidden_states=None, *args, **kwargs):  # type: ignore[no-untyped-def]
+            out = super().__call__(attn, hidden_states, encoder_hidden_states, *args, **kwargs)
+            if encoder_hidden_states is None or encoder_hidden_states.shape[1] >= 4:
+                return out
+            return tuple(o * 0.0 for o in out) if isinstance(out, tuple) else out * 0.0
+
+    before = dict(pipe.transformer.attn_processors)
+    pipe.transformer.set_attn_processor(ShortTextZero())
+    try:
+        run = api.run(pipe, "a red circle", steps=2, width=SIZE, height=SIZE, runs_dir=runs_dir)
+        result = api.isolate(run["run_dir"], module=block, step=0, out=tmp_path / "iso", pipeline=pipe, fuzz=True)
+    finally:
+        pipe.transformer.set_attn_processor(before)
+    table = result["fuzz"]
+    assert table["skipped"] == 0, [row["skipped"] for row in table["cases"] if "skipped" in row][:3]
+    assert table["broken_values"] == {"seq_len": [1, 2, 3]}, table["broken_values"]
+    short = next(row for row in table["cases"] if row["vary"] == "seq_len" and row["value"] == 1)
+    assert short["why"] == "collapse inside" and short["inside"] == ["attn"]

@@ -4,7 +4,8 @@ Variations, each from the real call: text sequence length 1..N for `encoder_hidd
 or padded by repeating its last token), spatial size ×0.5 and ×2 (4-D inputs, nearest resampling), batch 1
 and 2, the main input scaled ×0, ×1e-3, ×10, ×1e3, and the dtypes float32, float16 and bfloat16. A case is
 broken when the output holds NaN or Inf, or collapses (every value equal, std 0; not judged when the input
-itself is constant, as ×0 makes it). A case the module cannot run (a size or dtype it does not take) is
+itself is constant, as ×0 makes it), or when a part inside it collapses that did not in the real call (an
+attention zeroed behind its block's residual). A case the module cannot run (a size or dtype it does not take) is
 skipped, with the reason.
 
 A ghost-lab fault of the run is re-applied to the rebuilt module (isolation/injected.py). The
@@ -14,6 +15,7 @@ unpadded tokenization (BOS, L-2 words, EOS), so its collapse shows up at short l
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -90,11 +92,28 @@ def _seq_cases(args: tuple, kwargs: dict) -> Iterator[Case]:
     # `attention_mask` (diffusers' Attention takes the cross-attention mask by that name; PixArt's T5 is masked).
     masks = [key for key, value in kwargs.items() if "mask" in key and isinstance(value, torch.Tensor)
              and value.ndim >= 1 and value.shape[-1] == context.shape[1]]
-    for length in seq_lengths(int(context.shape[1])):
+    text = int(context.shape[1])
+    image = kwargs.get("hidden_states")
+    joint = text + int(image.shape[1]) if isinstance(image, torch.Tensor) and image.ndim == 3 else None
+    for length in seq_lengths(text):
         changed = {**kwargs, "encoder_hidden_states": _resize_seq(context, length)}
         for key in masks:
             changed[key] = _resize_seq(kwargs[key], length, kwargs[key].ndim - 1)
+        if joint is not None:  # Flux's rotary embedding runs over [text, image] tokens: its text part goes with it
+            for key, value in kwargs.items():
+                if key not in ("hidden_states", "encoder_hidden_states", *masks):
+                    changed[key] = _map(value, lambda t, n=length: _joint_resized(t, text, joint, n))
         yield Case("seq_len", length, args, changed, seq_len=length)
+
+
+def _joint_resized(t: torch.Tensor, text: int, joint: int, length: int) -> torch.Tensor:
+    """`t` with its text rows resized to `length`, where one of its token axes (first or second to last) runs over
+    the text and image tokens together, text first."""
+    for dim in dict.fromkeys((0, t.ndim - 2)):
+        if t.ndim >= 2 and t.shape[dim] == joint:
+            return torch.cat([_resize_seq(t.narrow(dim, 0, text), length, dim), t.narrow(dim, text, joint - text)],
+                             dim)
+    return t
 
 
 def _spatial_cases(args: tuple, kwargs: dict, key: str | int) -> Iterator[Case]:
@@ -144,6 +163,28 @@ def cases_for(args: tuple, kwargs: dict) -> Iterator[Case]:
                    _map(kwargs, lambda t, c=cast: t.to(c) if t.is_floating_point() else t), dtype=dtype)
 
 
+@contextlib.contextmanager
+def _collapses_inside(module: nn.Module) -> Iterator[set[str]]:
+    """The parts of `module` whose output collapsed in the call (finite, every value equal): a block's attention
+    zeroed hides behind the block's residual, so its own output alone would not tell."""
+    found: set[str] = set()
+
+    def watch(name: str) -> Callable[..., None]:
+        def hook(_module: nn.Module, _args: tuple, output: Any) -> None:
+            tensor = main_tensor(output)
+            if tensor is not None and tensor.numel() > 1 and tensor.is_floating_point() \
+                    and bool(torch.isfinite(tensor).all()) and bool(tensor.amax() == tensor.amin()):
+                found.add(name)
+        return hook
+
+    handles = [sub.register_forward_hook(watch(name)) for name, sub in module.named_modules() if name]
+    try:
+        yield found
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def run_case(module: nn.Module, module_path: str, faults: list[dict[str, Any]], case: Case) -> dict[str, Any]:
     row: dict[str, Any] = {"vary": case.vary, "value": case.value}
     target = module
@@ -151,7 +192,7 @@ def run_case(module: nn.Module, module_path: str, faults: list[dict[str, Any]], 
         target = nn.Module.to(copy.deepcopy(module), getattr(torch, case.dtype))
     restore = apply_faults(target, module_path, faults, case.seq_len)
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), _collapses_inside(target) as inside:
             output = main_tensor(target(*case.args, **case.kwargs), target, stream_adapter(target))
     except Exception as exc:  # noqa: BLE001 - a size or dtype the module does not take: skipped, with why
         return {**row, "skipped": " ".join(f"{type(exc).__name__}: {exc}".split())[:160], "broken": False}
@@ -160,7 +201,17 @@ def run_case(module: nn.Module, module_path: str, faults: list[dict[str, Any]], 
     stats = output_stats(output)
     why = broken_by(stats, case.judge_collapse)
     keep = ("nan", "inf", "std", "min", "max", "mean", "shape")
-    return {**row, "output": {k: stats[k] for k in keep}, "broken": why is not None, "why": why}
+    return {**row, "output": {k: stats[k] for k in keep}, "broken": why is not None, "why": why,
+            "collapsed_inside": sorted(inside) if case.judge_collapse else []}
+
+
+def _judge_inside(rows: list[dict[str, Any]]) -> None:
+    """A case whose output is fine but inside which a part collapsed that did not as recorded is broken too."""
+    real = set(rows[0].get("collapsed_inside") or []) if rows and rows[0]["vary"] == "real" else set()
+    for row in rows:
+        new = sorted(set(row.pop("collapsed_inside", None) or []) - real)
+        if new and not row["broken"] and "skipped" not in row:
+            row.update(broken=True, why="collapse inside", inside=new[:5])
 
 
 def fuzz_module(source: str | Path | tuple[nn.Module, Mapping[str, Any]], *,
@@ -178,6 +229,7 @@ def fuzz_module(source: str | Path | tuple[nn.Module, Mapping[str, Any]], *,
         kwargs = dict(inputs)
     module.eval()
     rows = [run_case(module, module_path, faults or [], c) for c in cases_for(tuple(args), dict(kwargs))]
+    _judge_inside(rows)
     ran = [row for row in rows if "skipped" not in row]
     broken: dict[str, list[Any]] = {}
     for row in ran:
