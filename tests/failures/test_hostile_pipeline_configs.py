@@ -45,3 +45,19 @@ def test_a_config_far_larger_than_its_weights_is_refused_before_it_is_built(
 def test_a_faithful_copy_of_the_demo_still_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["blocks", "--pipeline", str(_copy_with_unet_channels(tmp_path, None)), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["blocks"]
+
+
+def test_a_controlnet_config_far_larger_than_its_weights_is_refused(demo_loaded, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.engine.tiny_controlnet import build_controlnet, control_image, save_controlnet
+
+    folder = save_controlnet(build_controlnet(demo_loaded.pipe), tmp_path / "controlnet")
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config["block_out_channels"] = [100_000, 200_000, 300_000]
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    image = tmp_path / "scribble.png"
+    control_image().save(image)
+    code = cli_main(["run", "--prompt", "a red circle", "--steps", "1", "--control-image", str(image),
+                     "--controlnet", str(folder), "--runs-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "controlnet's config.json describes a ControlNetModel of" in err, err

@@ -18,7 +18,12 @@ import torch
 from ghostviewer.engine.errors import GhostError, PickleRefused, SourceError
 from ghostviewer.engine.loading.hub_cache import MODEL_INDEX_MAX_BYTES, _call_diffusers, _dtype_keyword
 from ghostviewer.engine.loading.pipelines import LoadedPipeline
-from ghostviewer.engine.loading.weight_files import check_weights_match, component_weight_files, hash_files
+from ghostviewer.engine.loading.weight_files import (
+    check_config_fits_weights,
+    check_weights_match,
+    component_weight_files,
+    hash_files,
+)
 from ghostviewer.safe_read import read_json
 
 COMPONENT = "controlnet"  # the pipeline component diffusers' ControlNet pipelines call it
@@ -75,7 +80,9 @@ def load_controlnet(loaded: LoadedPipeline, path: str | Path) -> tuple[Any, str]
                           "safetensors only — convert it (save_pretrained(..., safe_serialization=True))") from None
     denoiser = _denoiser(loaded.pipe)
     dtype = getattr(denoiser, "dtype", torch.float32)
-    model = _call_diffusers(label, _model_class(folder, label).from_pretrained, str(folder), local_files_only=True,
+    model_class = _model_class(folder, label)
+    check_config_fits_weights(folder.parent, folder.name, model_class.__name__, files)  # before it is built
+    model = _call_diffusers(label, model_class.from_pretrained, str(folder), local_files_only=True,
                             use_safetensors=True, **{_dtype_keyword(): dtype})
     check_weights_match(label, model, files)
     model.to(getattr(denoiser, "device", "cpu")).eval()
