@@ -12,6 +12,7 @@ from torch import nn
 
 from ghostviewer.engine.judge_model.audit_cite import bad_weights, weights_identity
 from ghostviewer.engine.run.latent_sigma import _latent_sigma, latent_sigma
+from ghostviewer.engine.tracing.blocks import tree_signature
 from ghostviewer.engine.tracing.tracer import _tree_signature
 
 
@@ -78,3 +79,15 @@ def test_the_audits_check_without_a_walk_sees_every_change_the_walk_sees() -> No
     with torch.no_grad():
         model[2][0].bias.copy_(torch.full((3,), float("inf")))
     assert audit() == (["inf"], ["unet"])
+
+
+def test_tree_signature_is_the_tracers_and_changes_with_a_module() -> None:
+    """blocks.tree_signature (the watcher's, once a call) is the value tracer._tree_signature gives: the caches both
+    fill compare the same numbers."""
+    model = nn.Sequential(nn.Conv2d(2, 3, 1), nn.Sequential(nn.Linear(3, 3), nn.ReLU()), nn.Identity())
+    model.add_module("gone", None)
+    pipe = SimpleNamespace(components={"text_encoder": nn.Linear(2, 2), "unet": model, "scheduler": object()})
+    before = tree_signature(pipe)
+    assert before == _tree_signature(pipe) == tree_signature(pipe)
+    model[1][0] = nn.Linear(3, 3)
+    assert tree_signature(pipe) == _tree_signature(pipe) != before

@@ -41,7 +41,8 @@ from ghostviewer.engine.run.recorder_types import (
 )
 from ghostviewer.engine.run.run_summary import SAMPLE_NONFINITE, SEVERITY, run_summary, worst_verdict
 from ghostviewer.engine.run.traced_call import traced_call
-from ghostviewer.engine.tracing.tracer import TraceConfig, Tracer, _tree_signature
+from ghostviewer.engine.tracing.blocks import tree_signature
+from ghostviewer.engine.tracing.tracer import TraceConfig, Tracer
 from ghostviewer.record import RunWriter
 from ghostviewer.record.disk import DiskFull, disk_full_in
 from ghostviewer.record.types import NO_FINGERPRINTS
@@ -94,7 +95,7 @@ def record_call(
     options = options or RecordOptions()
     pipe = loaded.pipe
     # once a call: the tracer's module list and the weight audit's cache check share it
-    signature = call.tree_signature if call.tree_signature is not None else _tree_signature(pipe)
+    signature = call.tree_signature if call.tree_signature is not None else tree_signature(pipe)
     tracer = Tracer(pipe, TraceConfig(depth=settings.trace_depth, capture=tuple(settings.capture),  # type: ignore[arg-type]
                                       fingerprints=options.fingerprints), signature)
     tracer.thread = call.thread
