@@ -6,6 +6,8 @@ anomaly, the final image's place in the bundle, and the System Info block."""
 from __future__ import annotations
 
 import json
+import keyword
+import math
 from typing import Any
 
 from ghostviewer.paths import resources_dir
@@ -38,6 +40,25 @@ def _dtypes(pipeline: dict[str, Any]) -> tuple[str, dict[str, str]]:
              if isinstance(c, dict) and str(c.get("dtype")) in DTYPES}
     main = max(DTYPES, key=lambda d: list(found.values()).count(d)) if found else "float32"
     return main, {name: dtype for name, dtype in found.items() if dtype != main}
+
+
+def _identifier(text: object) -> bool:
+    """A name the script may write as code (a keyword, an attribute): a record edited to hold `x=__import__('os')…`
+    as a keyword's name must not become a line of the script a user runs."""
+    return isinstance(text, str) and text.isidentifier() and not keyword.iskeyword(text)
+
+
+def _comment(text: str) -> str:
+    """Text for a `#` comment, on its one line: a line break would end the comment and start code."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        return 1.0  # not a number (the run's own check refuses one): LoRA's default
+    return value if math.isfinite(value) else 1.0
 
 
 def _image(path: str, mode: str = "RGB") -> str:
@@ -94,9 +115,9 @@ def _watched_call(entry: dict[str, Any], generator_device: str) -> tuple[dict[st
     for key, value in (recorded.get("kwargs") or {}).items():
         if key in ("output_type", "return_dict"):
             continue  # the script reads numpy images
-        text = source(value, key)
+        text = source(value, key) if _identifier(key) else None
         if text is None:
-            left_out.append(key)
+            left_out.append(key if _identifier(key) else repr(key))
         else:
             call[key] = text
     lines = [f"    torch.Generator({device!r}).manual_seed({int(seed or 0)}),"
@@ -151,23 +172,25 @@ def reproduction(entry: dict[str, Any]) -> str:
         extra = ", controlnet=controlnet"
     lines.append(f"pipe = {cls}.from_pretrained(SOURCE, torch_dtype=torch.{main}{extra})")
     for name, dtype in sorted(others.items()):
-        lines.append(f"pipe.{name}.to(torch.{dtype})")
+        if _identifier(name):
+            lines.append(f"pipe.{name}.to(torch.{dtype})")
     if scheduler.isidentifier():
         lines.append(f"pipe.scheduler = {scheduler}.from_config(pipe.scheduler.config)  # the run's scheduler")
     for number, adapter in enumerate([] if watched else settings.get("adapters") or []):
         path, _, scale = str(adapter).rpartition(":") if ":" in str(adapter) else (str(adapter), "", "1.0")
-        lines.append(f"pipe.load_lora_weights({path!r}, adapter_name='lora{number}')  # scale {scale or '1.0'}")
+        lines.append(f"pipe.load_lora_weights({path!r}, adapter_name='lora{number}')"
+                     f"  # scale {_comment(scale or '1.0')}")
     if settings.get("adapters") and not watched:
         scales = [str(a).rpartition(":")[2] if ":" in str(a) else "1.0" for a in settings["adapters"]]
         names = [f"lora{i}" for i in range(len(scales))]
-        lines.append(f"pipe.set_adapters({names!r}, {[float(x) for x in scales]!r})")
+        lines.append(f"pipe.set_adapters({names!r}, {[_scale(x) for x in scales]!r})")
         if settings.get("fuse_lora"):
             lines.append("pipe.fuse_lora()")
     lines += [f"pipe.to({device!r})", *generator_lines, "call = dict("]
     lines += [f"    {key}={value}," for key, value in call.items()]
     lines += [")"]
     if left_out:
-        lines.append(f"# not written here (kept in the GhostViewer record only): {', '.join(left_out)}")
+        lines.append(f"# not written here (kept in the GhostViewer record only): {_comment(', '.join(left_out))}")
     lines += [
         "accepted = inspect.signature(pipe.__call__).parameters  # e.g. img2img takes no width/height",
         "call = {key: value for key, value in call.items() if key in accepted}",
