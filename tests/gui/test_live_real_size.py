@@ -135,6 +135,11 @@ def test_a_real_size_run_shows_step_by_step_at_a_bounded_cost(win, qtbot, tmp_pa
     assert heatmap.draws["cells"] - cells_before == len(TEXT) + len(UNET) * STEPS  # not once per step each
     reads = {kind: n - reads_before[kind] for kind, n in heatmap.data.reads.items()}
     assert reads["whole"] == 0 and 1 <= reads["steps"] <= STEPS
+    # the plot has every default module's curve (made a few a redraw), each through the last step
+    plot = win.stat_plot
+    qtbot.waitUntil(lambda: plot.idle and len(plot._curves) == len(plot.series.modules) > 0, timeout=10_000)
+    for curve in plot._curves.values():
+        assert list(curve.getData()[0]) == list(range(STEPS))
 
     # the run ends: read whole once, with its decode column
     writer.add_stats([row("decode", None, module, seq + i, 2.0) for i, module in enumerate(DECODE)])

@@ -31,6 +31,7 @@ from ghostviewer.gui.models.stat_selection import NO_POINTS, PLOT_STATS, StatSel
 from ghostviewer.gui.models.timeline_model import TimelineModel
 
 LIVE_REDRAW_MS = 100  # at most ~10 redraws a second while the engine writes the run
+LIVE_NEW_CURVES = 2  # curves made per redraw during a live run (each costs the GUI thread several ms): the rest next
 LEGEND_CHARS = 18
 LEGEND_ROW_PX = 14
 SWATCH_ROLE = Qt.ItemDataRole.UserRole + 1  # the colour a module's list item shows
@@ -343,9 +344,12 @@ class StatPlot(QSplitter):
             self.plot.setLabel("left", stat)
             self._ylabel, self._all_dirty = stat, True
         new_curves = [m for m in wanted if m not in self._curves]
+        later = new_curves[LIVE_NEW_CURVES:] if self.timeline.live else []
         for i, module in enumerate(wanted):
             curve = self._curves.get(module)
             colour = curve_colour(i)
+            if curve is None and module in later:
+                continue  # made at the next redraw, an event-loop pass of its own
             if curve is None:
                 curve = self.plot.plot(name=module, pen=pg.mkPen(colour, width=2))
                 self._curves[module] = curve
@@ -376,3 +380,5 @@ class StatPlot(QSplitter):
             self._fit_y = False  # from now on pyqtgraph follows the data, until the user pans or zooms
             self.plot.enableAutoRange(y=True)
         self.line.setValue(max(self.timeline.step, 0))
+        if later:
+            self._redraw.start(0)
