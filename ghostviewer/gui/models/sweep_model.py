@@ -382,6 +382,10 @@ class SweepModel(QAbstractListModel):
         self.imagesArrived.emit(run_dirs)
 
 
+_HEADER_ROLES = frozenset({Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.ForegroundRole,
+                           Qt.ItemDataRole.TextAlignmentRole})
+
+
 class SweepGridModel(QAbstractTableModel):
     """The runs the SweepModel shows (its filters apply) as a table: a row per prompt, in list order, a column
     per seed. Headers carry the prompt's number and failure rate, and the seed; those with failures in red.
@@ -394,6 +398,7 @@ class SweepGridModel(QAbstractTableModel):
         self.seeds: list[int] = []
         self._cells: dict[tuple[int, int], SweepEntry] = {}
         self._cell_of: dict[str, tuple[int, int]] = {}  # run folder -> its cell
+        self._headers: dict[tuple[Any, int, int], Any] = {}  # (orientation, section, role) -> what headerData said
         runs.modelReset.connect(self._rebuild)
         runs.rowsInserted.connect(self._on_appended)
         runs.imagesArrived.connect(self._on_images)
@@ -401,6 +406,7 @@ class SweepGridModel(QAbstractTableModel):
 
     def _rebuild(self) -> None:
         grid = self.runs.ready_grid() or grid_of(self.runs.shown(), self.runs.prompts())
+        self._headers.clear()
         self.beginResetModel()
         self.prompts, self.seeds, self._cells, self._cell_of = grid
         self.endResetModel()
@@ -410,6 +416,7 @@ class SweepGridModel(QAbstractTableModel):
         a seed after the others a column at the end; one the table cannot take so (a seed among the others) made
         again whole."""
         added = self.runs.shown()[first:last + 1]
+        self._headers.clear()  # their failure rates changed
         rows = {p: i for i, p in enumerate(self.prompts)}
         new_prompts = [p for p in dict.fromkeys(e.prompt for e in added) if p not in rows]
         known = set(self.seeds)
@@ -463,6 +470,15 @@ class SweepGridModel(QAbstractTableModel):
 
     def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802 - Qt's name
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role not in _HEADER_ROLES:  # most of what the headers ask as they lay out and paint: at once
+            return None
+        key = (orientation, section, role)
+        if key in self._headers:  # asked again at each paint and fit (a 100 × 100 grid: thousands of times)
+            return self._headers[key]
+        value = self._headers[key] = self._header(section, orientation, role)
+        return value
+
+    def _header(self, section: int, orientation: Qt.Orientation, role: int) -> Any:
         horizontal = orientation == Qt.Orientation.Horizontal
         keys: list[Any] = self.seeds if horizontal else self.prompts
         if not 0 <= section < len(keys):
