@@ -69,6 +69,7 @@ from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, reco
 from ghostviewer.engine.loops.step_patch import patch_from_step
 from ghostviewer.engine.run.runner import CancelToken
 from ghostviewer.engine.tracing.blocks import discover_blocks
+from ghostviewer.engine.watch.user_hooks import hooks_hint
 from ghostviewer.record import StudyWriter
 from ghostviewer.spec import RunSpec
 from ghostviewer.spec.bypass import BypassSpec
@@ -372,6 +373,9 @@ def bisect_run(
             extra.update(found)
         except BisectionCancelled:
             culprit, reason, status = None, "cancelled before the bisection ended", "cancelled"
+        hint = hooks_hint(record.call) if pipeline is None and reason == _not_reproduced_reason(symptom) else ""
+        if hint:
+            reason = f"{reason}; {hint}"
         result: dict[str, Any] = {
             "culprit": culprit,
             "reruns": len(trials.trail()),

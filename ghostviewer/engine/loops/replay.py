@@ -18,6 +18,7 @@ from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.loading.loras import _sha256
 from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, recorded_call
 from ghostviewer.engine.run.runner import CancelToken, RunFailed
+from ghostviewer.engine.watch.user_hooks import hooks_hint
 from ghostviewer.record import StudyWriter
 from ghostviewer.record.types import PHASE_ORDER
 
@@ -133,6 +134,10 @@ def replay_run(
             report["left_out"] = call.left_out  # what the record could not keep: the re-issued call lacks it
             if call.left_out:
                 report["summary"] += f" (re-issued without {', '.join(call.left_out)}: not recorded)"
+            hint = hooks_hint(record.call) if pipeline is None and same < len(runs) else ""
+            if hint:
+                report["user_hooks"] = record.call["user_hooks"]
+                report["summary"] += f"; {hint}"
         status = "done" if len(runs) == times else "cancelled"
         study.finish(status, result=report)
     return report

@@ -1,6 +1,7 @@
 """A watched call recorded exactly, so it can be re-issued: its keywords as JSON (tensors and arrays into the record's
 safetensors, images as PNG), its generators and their states as the call found them, and the pipeline's state around
-it (scheduler, adapters, attention processors, accelerate hooks, compiled components, the calling thread).
+it (scheduler, adapters, attention processors, accelerate hooks, the user's own hooks, compiled components,
+the calling thread).
 
 What cannot be recorded (an opaque callable, an object of unknown kind) is named in `unrecorded`, never dropped.
 """
@@ -21,6 +22,7 @@ from PIL import Image
 
 from ghostviewer.engine.tracing.blocks import pipeline_components
 from ghostviewer.engine.tracing.tracer import _tree_signature
+from ghostviewer.engine.watch.user_hooks import user_hooks
 
 CALL_TENSORS = "call_inputs"  # the record's safetensors entry holding the call's tensors, arrays, generator states
 KEY_LIMIT = 64  # characters of a keyword path in a file name
@@ -145,6 +147,7 @@ def pipeline_state(pipe: Any, signature: int | None = None) -> dict[str, Any]:
         "attention_processors": _processors(pipe, components, signature),
         "hooks": _accelerate_hooks(pipe, components),
         "compiled": sorted(name for name, module in components.items() if _compiled(module)),
+        "user_hooks": user_hooks(components),  # the user's code on its modules: a folder's pipeline lacks it
     }
     return state
 

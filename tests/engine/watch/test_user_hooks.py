@@ -1,0 +1,71 @@
+"""A watched call records the user's own code on the pipeline's modules (forward hooks, pre-hooks, a forward set on an
+instance) — never GhostViewer's — and a replay or bisection from the folder that does not reproduce says that a
+pipeline loaded from the folder lacks it; on the object the hooks are on, the replay reproduces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+import ghostviewer
+from ghostviewer import api
+from ghostviewer.record import RunRecord
+
+PROMPT = "a red circle on a blue background"
+
+
+def _nan_from_step_1():  # noqa: ANN202 - a user's forward hook that breaks the U-Net's up block after one step
+    calls = {"n": 0}
+
+    def poison(_module, _args, output):  # noqa: ANN001, ANN202
+        calls["n"] += 1
+        return output if calls["n"] <= 2 else torch.full_like(output, float("nan"))  # 2 calls a step (CFG)
+
+    return poison
+
+
+def _watched(pipe, runs_dir: Path) -> dict:  # noqa: ANN001
+    with ghostviewer.watch(pipe, runs_dir=runs_dir) as watcher:
+        pipe(PROMPT, num_inference_steps=3, generator=torch.Generator().manual_seed(2), output_type="np")
+    (run,) = watcher.runs
+    return run
+
+
+def test_the_users_hooks_are_in_the_call_record_and_ghostviewers_are_not(demo_loaded, tmp_path: Path) -> None:
+    pipe = demo_loaded.pipe
+    assert RunRecord(_watched(pipe, tmp_path / "plain")["run_dir"]).call["user_hooks"] == []
+    hook = pipe.unet.up_blocks[1].register_forward_hook(lambda _m, _a, output: output)
+    pre = pipe.vae.decoder.register_forward_pre_hook(lambda _m, args: args)
+    try:
+        hooks = RunRecord(_watched(pipe, tmp_path / "hooked")["run_dir"]).call["user_hooks"]
+    finally:
+        hook.remove()
+        pre.remove()
+    assert sorted((h["module"], h["kind"]) for h in hooks) == [("unet.up_blocks.1", "forward hook"),
+                                                                ("vae.decoder", "forward pre-hook")]
+    assert all(not name.startswith("ghostviewer") for name in (h["name"] for h in hooks))
+
+
+def test_a_replay_from_the_folder_names_the_hooks_it_lacks_and_the_object_reproduces(demo_loaded,
+                                                                                      tmp_path: Path) -> None:
+    pipe = demo_loaded.pipe
+    handle = pipe.unet.up_blocks[1].register_forward_hook(_nan_from_step_1())
+    try:
+        run = _watched(pipe, tmp_path / "watched")
+    finally:
+        handle.remove()
+    assert run["first_anomaly"]["module"] == "unet.up_blocks.1"
+    report = api.replay(run["run_dir"], times=1, runs_dir=tmp_path / "replays")  # the demo folder: no hook
+    assert not report["reproduced"] and "re-run it with pipeline=" in report["summary"]
+    assert "poison on unet.up_blocks.1" in report["summary"] and report["user_hooks"][0]["module"] == "unet.up_blocks.1"
+
+    result = api.bisect(run["run_dir"], runs_dir=tmp_path / "bisect")
+    assert result["culprit"] is None and "re-run it with pipeline=" in result["reason"]
+
+    handle = pipe.unet.up_blocks[1].register_forward_hook(_nan_from_step_1())
+    try:
+        again = api.replay(run["run_dir"], times=1, pipeline=pipe, runs_dir=tmp_path / "on-the-object")
+    finally:
+        handle.remove()
+    assert again["reproduced"] and "user_hooks" not in again
