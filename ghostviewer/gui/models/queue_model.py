@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ghostviewer.analysis.verdicts import verdict_is_bad
 from ghostviewer.gui.models.prompt_model import intervention_words
-from ghostviewer.gui.models.timeline_model import anomaly_where
+from ghostviewer.gui.models.timeline_model import anomaly_where, planned_steps
 
 FINISHED = ("done", "failed", "cancelled")
 ENDED_BY = {"run": "", "engine": "the engine stopped", "load": "the pipeline did not load", "user": "",
@@ -61,7 +61,8 @@ class Job:
 
     @property
     def steps(self) -> int:
-        return int(self.settings.get("steps") or 0)
+        """The denoising steps the run makes (img2img at strength 0.7 of 6 steps: 4), what its progress counts."""
+        return planned_steps(self.settings) or 0
 
     @property
     def finished(self) -> bool:

@@ -13,8 +13,23 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from ghostviewer.gui.models.verdict_words import run_words
 from ghostviewer.record import RecordError, RunRecord, StepInfo
+from ghostviewer.spec.run_spec import DEFAULT_STRENGTH
 
 PLAY_INTERVAL_MS = 150
+
+
+def planned_steps(settings: dict) -> int | None:
+    """The denoising steps a run of these settings makes: its steps — for img2img and inpaint the strength's share
+    of them, as diffusers counts (6 steps at strength 0.7: 4); None when the settings name none."""
+    total = settings.get("steps")
+    if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
+        return None
+    strength = settings.get("strength")
+    if strength is None:
+        strength = DEFAULT_STRENGTH.get(str(settings.get("kind") or ""))
+    if isinstance(strength, (int, float)) and 0 < strength < 1:
+        return max(1, min(int(total * strength), total))
+    return total
 
 
 @dataclass(frozen=True)
@@ -192,12 +207,20 @@ class TimelineModel(QObject):
         elif not self.live:
             self.stop()
 
+    @property
+    def planned_steps(self) -> int | None:
+        """The denoising steps the shown run makes: the recorded ones once it is done; before, the settings' steps
+        — for img2img and inpaint the strength's share of them, as diffusers counts (6 steps at 0.7: 4)."""
+        if self.status == "done" and self.steps:
+            return max(info.index for info in self.steps) + 1
+        return planned_steps(self.settings)
+
     # -- the badge --------------------------------------------------------------------------------
     def badge(self) -> Badge:
         record = self.record
         if record is None:
             return Badge("no run", "none")
-        total = self.settings.get("steps") or "?"
+        total = self.planned_steps or "?"
         if self.status in ("running", "interrupted"):  # interrupted: the record knows its writer died
             if self.live:
                 return Badge(f"running · {self.count}/{total}", "running")

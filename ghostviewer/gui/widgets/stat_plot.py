@@ -201,7 +201,7 @@ class StatPlot(QSplitter):
 
     def _fit_x(self) -> None:
         """A fixed x range over the planned steps (the run fills it as it goes) and every recorded step."""
-        total = self.timeline.settings.get("steps")
+        total = self.timeline.planned_steps
         recorded = [info.index for info in self.timeline.steps]
         if not (isinstance(total, int) and total > 1) and not recorded:
             if self.timeline.record is not None:

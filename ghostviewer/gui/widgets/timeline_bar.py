@@ -134,8 +134,8 @@ class TimelineBar(QWidget):
         if info is None:
             self.step_label.set_full_text("no steps recorded" if self.model.record is not None else "no run")
             return
-        total = self.model.settings.get("steps")
-        last = f" of 0–{int(total) - 1}" if isinstance(total, int) and total > 0 else ""
+        total = self.model.planned_steps
+        last = f" of 0–{total - 1}" if total else ""
         sigma = "" if info.sigma is None else f" σ={info.sigma:.3g}"
         timestep = "" if info.timestep is None else f" · t={info.timestep:.0f}"
         self.step_label.set_full_text(f"step {info.index}{last}{timestep}",
