@@ -21,7 +21,9 @@ SAFE_SUFFIXES = (".safetensors",)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 LARGE_FILE_BYTES = 256 * 2**20  # above this, hash size + head + tail instead of every byte
 EDGE_BYTES = 16 * 2**20
-CONFIG_SLACK = 2  # a config may describe up to this many times the parameters its weight files hold (+1 M)
+# A config may describe up to twice the parameters its weight files hold, plus 64 M (256 MB in float32): below that,
+# building it costs little and the check after the load names the weights that do not match.
+CONFIG_SLACK, CONFIG_FLOOR = 2, 64_000_000
 
 
 def component_weight_files(folder: Path, name: str, allow_pickle: bool) -> list[Path]:
@@ -76,7 +78,7 @@ def check_config_fits_weights(folder: Path, name: str, class_name: str, files: l
     for path in safe:
         with safe_open(str(path), framework="pt") as handle:
             held += sum(math.prod(handle.get_slice(key).get_shape()) for key in handle.keys())
-    if described > CONFIG_SLACK * held + 1_000_000:
+    if described > CONFIG_SLACK * held + CONFIG_FLOOR:
         raise SourceError(
             f"{name}'s config.json describes a {class_name} of {described:,} parameters, but its weight files hold "
             f"{held:,}: not the config of these weights (refused before building a model that size)"
