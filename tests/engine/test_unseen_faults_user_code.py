@@ -130,3 +130,34 @@ def test_the_users_forward_hook_is_written_into_repro_and_reproduces(runs_dir: P
     assert proc.returncode == 1 and "output[1]: shape (2, 64, 32)" in proc.stdout, proc.stdout + proc.stderr[-2000:]
     assert "NaN 4096" in proc.stdout
     assert run_script(result["repro"], "--without-hooks", forbid=("ghostviewer", "tests")).returncode == 0
+
+
+def test_a_text_encoder_layer_zeroing_short_prompts_is_named_bisected_and_reproduced(runs_dir: Path,
+                                                                                      tmp_path: Path) -> None:
+    """PixArt's T5: the user's hook on a T5 block zeroes its output when the attention mask it is given lets 2
+    tokens through (a one-word prompt and its EOS). Isolation captures the pipeline's own first call (never the one
+    GhostViewer makes to record the prompt's embeddings), a transformers layer is rebuilt through its text encoder's
+    config (it has no diffusers config), and repro.py carries the hook."""
+    pipe = build_tiny("pixart")
+    layer = "text_encoder.encoder.block.1"
+
+    def short_zero(_module, args, kwargs, output):  # type: ignore[no-untyped-def]
+        mask = args[1] if len(args) > 1 else kwargs.get("attention_mask")  # (B, 1, L, L), True where attended
+        tokens = int(mask[0].reshape(-1, mask.shape[-1])[0].sum()) if isinstance(mask, torch.Tensor) else 0
+        return (output[0] * 0.0, *output[1:]) if 1 < tokens < 3 else output
+
+    handle = resolve_module(pipe, layer).register_forward_hook(short_zero, with_kwargs=True)
+    try:
+        bad = api.run(pipe, "red", steps=2, width=32, height=32, runs_dir=runs_dir)
+        fine = api.run(pipe, "a red circle on blue background", steps=2, width=32, height=32, runs_dir=runs_dir)
+        culprit = api.bisect(bad["run_dir"], pipeline=pipe, runs_dir=runs_dir)["culprit"]
+        result = api.isolate(bad["run_dir"], module=layer, out=tmp_path / "iso", pipeline=pipe)
+    finally:
+        handle.remove()
+    first = bad["first_anomaly"]
+    assert (first["phase"], first["module"], first["kind"]) == ("encode", layer, "collapse") and culprit == layer
+    assert fine["first_anomaly"] is None
+    assert result["rebuilt_by"] == "parent" and result["output"]["std"] == 0.0, result["reason"]
+    assert "config_class.from_dict(PARENT_CONFIG)" in Path(result["repro"]).read_text()
+    proc = run_script(result["repro"], forbid=("ghostviewer", "tests"))
+    assert proc.returncode == 1 and "collapsed: every value is 0" in proc.stdout, proc.stdout + proc.stderr[-2000:]

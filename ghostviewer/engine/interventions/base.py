@@ -6,6 +6,7 @@ even when the run fails half-way, so nothing survives into the next run.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -76,3 +77,22 @@ class AttributePatch:
             self.obj.__dict__.pop(self.name, None)
         else:
             setattr(self.obj, self.name, self._previous)
+
+
+_OWN = threading.local()
+
+
+@contextmanager
+def own_call() -> Iterator[None]:
+    """GhostViewer's own call of a pipeline's module, outside the pipeline's call (the prompt's embeddings recorded
+    before it): a capture counting the module's calls skips it, so its numbering is the record's."""
+    before = getattr(_OWN, "depth", 0)
+    _OWN.depth = before + 1
+    try:
+        yield
+    finally:
+        _OWN.depth = before
+
+
+def in_own_call() -> bool:
+    return getattr(_OWN, "depth", 0) > 0

@@ -17,7 +17,7 @@ from torch import nn
 
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.families import adapter_for
-from ghostviewer.engine.interventions.base import RunContext
+from ghostviewer.engine.interventions.base import RunContext, in_own_call
 from ghostviewer.engine.module_io import main_tensor
 from ghostviewer.engine.tracing.blocks import resolve_module
 
@@ -105,6 +105,8 @@ class InputCapture:
             self._handles.append(denoiser.register_forward_pre_hook(steps, with_kwargs=True))
 
         def before(block: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if in_own_call():  # GhostViewer's own (the prompt's embeddings recorded): the record counts no such call
+                return
             step = steps.step if wanted.step is not None else None
             call = self._calls.get(step, 0)
             self._calls[step] = call + 1

@@ -27,6 +27,8 @@ def carry_user_code(original: nn.Module, rebuilt: nn.Module) -> list[str]:
         for key, hook in sub._forward_hooks.items():
             if key not in target._forward_hooks:
                 target._forward_hooks[key] = hook
+                if key in sub._forward_hooks_with_kwargs:  # called as hook(module, args, kwargs, output)
+                    target._forward_hooks_with_kwargs[key] = True
                 carried.append(f"forward hook {getattr(hook, '__qualname__', type(hook).__name__)} on "
                                f"{name or 'the module'}")
     return carried

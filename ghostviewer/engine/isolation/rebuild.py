@@ -76,9 +76,25 @@ def candidates(module: nn.Module, parent: nn.Module | None, relative: str) -> It
         yield BuildSpec("kwargs", own, json.loads(json.dumps(recover_kwargs(module))))
     except Unrecoverable:
         pass
-    parent_config = _config_of(parent) if parent is not None and relative else None
+    parent_config = (_config_of(parent) or _transformers_config_of(parent)) if parent is not None and relative \
+        else None
     if parent_config is not None:
         yield BuildSpec("parent", own, parent_config, parent_class=class_path(parent), path=relative)
+
+
+def _transformers_config_of(module: nn.Module) -> dict[str, Any] | None:
+    """A transformers model's config (a text encoder: CLIP, T5), for the "parent" route."""
+    config = getattr(module, "config", None)
+    if hasattr(config, "to_json_string") and hasattr(type(module), "config_class"):
+        return json.loads(config.to_json_string(use_diff=False))
+    return None
+
+
+def from_parent_config(cls: Any, values: dict[str, Any]) -> nn.Module:
+    """A component from its config: diffusers' `from_config`, or a transformers model from its config class."""
+    if hasattr(cls, "from_config"):
+        return cls.from_config(values)
+    return cls(cls.config_class.from_dict(values))
 
 
 def build(spec: BuildSpec) -> nn.Module:
@@ -87,7 +103,7 @@ def build(spec: BuildSpec) -> nn.Module:
     if spec.kind == "kwargs":
         return load_class(spec.class_path)(**spec.values)
     if spec.kind == "parent" and spec.parent_class and spec.path:
-        return load_class(spec.parent_class).from_config(spec.values).get_submodule(spec.path)
+        return from_parent_config(load_class(spec.parent_class), spec.values).get_submodule(spec.path)
     raise ValueError(f"cannot rebuild: {spec.reason or spec.kind}")
 
 

@@ -223,8 +223,12 @@ def _build_parts(spec: BuildSpec) -> tuple[str, str, str]:
     """(imports, module-level values, build_module body)."""
     if spec.kind == "parent" and spec.parent_class and spec.path:
         name, code = _import(spec.parent_class)
+        made = f"{name}.from_config(PARENT_CONFIG)"
+        if not spec.parent_class.startswith("diffusers."):  # a transformers text encoder: its config class
+            code = f"from {spec.parent_class.rpartition('.')[0]} import {name}"
+            made = f"{name}({name}.config_class.from_dict(PARENT_CONFIG))"
         body = (f"    # rebuilt through its component: {name} from its config, then the submodule\n"
-                f"    return {name}.from_config(PARENT_CONFIG).get_submodule({spec.path!r})")
+                f"    return {made}.get_submodule({spec.path!r})")
         return code, _literal("PARENT_CONFIG", spec.values), body
     name, code = _import(spec.class_path)
     if spec.kind == "config":

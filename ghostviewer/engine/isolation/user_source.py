@@ -205,6 +205,7 @@ def _lambda_source(fn: Any) -> str | None:
     return None
 
 
+_LIBRARIES = ("ghostviewer", "transformers", "diffusers", "torch", "accelerate", "peft")
 # repro.py's own globals: a hook's name or closure variable must not take one of them
 _REPRO_NAMES = frozenset({
     "HERE", "MODULE_PATH", "DTYPE", "PROCESSORS", "CONFIG", "KWARGS", "PARENT_CONFIG", "ATTRIBUTES", "USER_HOOKS",
@@ -255,6 +256,8 @@ def hooks_code(module: nn.Module) -> UserHooks:
     result, writer = UserHooks(), _Writer()
     for name, sub in module.named_modules():
         for key, hook in sub._forward_hooks.items():
+            if str(getattr(hook, "__module__", None) or "").startswith(_LIBRARIES):
+                continue  # a library's own (transformers' output capturing on CLIP layers): not the user's code
             kept = (len(writer.imports), len(writer.blocks))
             fn_name, why = _hook_code(hook, len(result.on), writer)
             label = getattr(hook, "__qualname__", type(hook).__name__)
