@@ -146,6 +146,9 @@ class StatPlot(QSplitter):
         self.setStretchFactor(1, 1)
         self.setSizes([220, 600])
         self._curves: dict[str, pg.PlotDataItem] = {}
+        # Each curve's steps whose value is NaN/Inf, marked × in its colour along the top of the finite values:
+        # a line that just stops would hide where (and which module) went non-finite.
+        self._nan_marks: dict[str, pg.PlotDataItem] = {}
         self._listed: tuple[str, ...] = ()  # the modules in the list
         self._ylabel = ""
         self._redraw = QTimer(self)  # a live run's redraws, LIVE_REDRAW_MS apart at least
@@ -183,6 +186,25 @@ class StatPlot(QSplitter):
             self.no_finite.show()
         else:
             self.no_finite.hide()
+
+    def _mark_non_finite(self, modules: Sequence[str], stat: str) -> None:
+        """× at each curve's NaN/Inf steps, in the curve's colour, at the height of the highest finite value."""
+        series = {m: self.series.series(m, stat) for m in modules if m in self._curves}
+        finite = [np.asarray(y, dtype=np.float64) for _x, y in series.values()]
+        finite = [y[np.isfinite(y)] for y in finite]
+        top = max((float(y.max()) for y in finite if y.size), default=1.0)
+        for module, (x, y) in series.items():
+            values = np.asarray(y, dtype=np.float64)
+            steps = np.asarray(x, dtype=np.float64)[~np.isfinite(values)] if values.size else np.zeros(0)
+            mark = self._nan_marks.get(module)
+            if mark is None and not steps.size:
+                continue
+            if mark is None:
+                mark = pg.PlotDataItem(pen=None, symbol="x", symbolSize=10)
+                self.plot.addItem(mark)
+                self._nan_marks[module] = mark
+            colour = self._curves[module].opts["pen"].color()  # curves change colour when one goes
+            mark.setData(steps, np.full(steps.size, top), symbolPen=pg.mkPen(colour, width=2), symbolBrush=colour)
 
     def _place_notice(self) -> None:
         """The NaN notice inside the curves' box, below the legend."""
@@ -340,6 +362,9 @@ class StatPlot(QSplitter):
         for module in gone:
             self.plot.removeItem(self._curves.pop(module))
             self.legend.removeItem(module)
+            if module in self._nan_marks:
+                self.plot.removeItem(self._nan_marks.pop(module))
+        changed = bool(gone) or self._all_dirty
         if stat != self._ylabel:
             self.plot.setLabel("left", stat)
             self._ylabel, self._all_dirty = stat, True
@@ -364,6 +389,9 @@ class StatPlot(QSplitter):
             pen = curve.opts["pen"]
             curve.setData(x, y, symbol="o" if alone else None, symbolSize=6, symbolPen=pen,
                           symbolBrush=pen.color() if alone else None)
+            changed = True
+        if changed:
+            self._mark_non_finite(wanted, stat)
         labels = legend_labels(wanted)
         relabelled = False
         for sample, label in self.legend.items:
