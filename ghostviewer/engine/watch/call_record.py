@@ -118,9 +118,10 @@ def _numpy_dtype(tensor: torch.Tensor) -> bool:
 
 
 def describe_call(pipe: Any, arguments: dict[str, Any], thread: threading.Thread | None = None,
-                  signature: int | None = None) -> CallRecord:
+                  signature: int | None = None, hooked: bool | None = None) -> CallRecord:
     """The call as made: `arguments`, the keywords the caller passed (positional ones named by the signature).
-    `signature`: the pipeline's module tree (tracer._tree_signature), when the caller has just taken it."""
+    `signature`: the pipeline's module tree (tracer._tree_signature), when the caller has just taken it; `hooked`:
+    whether that walk saw any hook (blocks.tree_walk; None: look)."""
     thread = thread or threading.current_thread()
     record = CallRecord(json={
         "pipeline_class": f"{type(pipe).__module__}.{type(pipe).__qualname__}",
@@ -131,12 +132,12 @@ def describe_call(pipe: Any, arguments: dict[str, Any], thread: threading.Thread
     })
     encoder = _Encoder(record)
     record.json["kwargs"] = {name: encoder.encode(value, name) for name, value in arguments.items()}
-    record.json.update(pipeline_state(pipe, signature))
+    record.json.update(pipeline_state(pipe, signature, hooked))
     record.json["thread"] = {"name": thread.name, "ident": thread.ident, "main": thread is threading.main_thread()}
     return record
 
 
-def pipeline_state(pipe: Any, signature: int | None = None) -> dict[str, Any]:
+def pipeline_state(pipe: Any, signature: int | None = None, hooked: bool | None = None) -> dict[str, Any]:
     """What the pipeline was set up with around the call: scheduler, adapters, processors, hooks, compilation."""
     scheduler = getattr(pipe, "scheduler", None)
     components = pipeline_components(pipe)
@@ -147,7 +148,7 @@ def pipeline_state(pipe: Any, signature: int | None = None) -> dict[str, Any]:
         "attention_processors": _processors(pipe, components, signature),
         "hooks": _accelerate_hooks(pipe, components),
         "compiled": sorted(name for name, module in components.items() if _compiled(module)),
-        "user_hooks": user_hooks(components),  # the user's code on its modules: a folder's pipeline lacks it
+        "user_hooks": [] if hooked is False else user_hooks(components),  # the user's code: a folder's lacks it
     }
     return state
 

@@ -37,7 +37,7 @@ from ghostviewer.engine.loops.recorded import wrap_pipeline
 from ghostviewer.engine.run.applied_settings import component_configs
 from ghostviewer.engine.run.recorder import PipelineCall, RecordOptions, RunFailed, record_call
 from ghostviewer.engine.run.runner import _record_prompt
-from ghostviewer.engine.tracing.blocks import tree_signature
+from ghostviewer.engine.tracing.blocks import tree_walk
 from ghostviewer.engine.watch.baseline_cache import BaselineCache
 from ghostviewer.engine.watch.call_io import (
     bind_arguments,
@@ -262,8 +262,8 @@ class Watcher:
 
     def _prepare(self, pipe: Any, original: Any, arguments: dict[str, Any], invoke: Any, flight: _InFlight,
                  owner: bool) -> tuple[PipelineCall, Any, Any]:
-        signature = tree_signature(pipe)  # once a call: the tracer, the call record and the baseline cache share it
-        record = describe_call(pipe, arguments, flight.thread, signature)  # generator states as the call finds them
+        signature, hooked = tree_walk(pipe)  # once a call: the tracer, the call record and the baseline cache share it
+        record = describe_call(pipe, arguments, flight.thread, signature, hooked)  # generator states as the call finds
         loaded = self._loaded.get(pipe)
         if loaded is None:  # once per pipeline (its weight hashes take a while): a LoRA loaded later is not seen
             loaded = wrap_pipeline(pipe)
