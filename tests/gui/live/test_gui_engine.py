@@ -1,6 +1,6 @@
 """The window driving REAL runs of the demo pipeline through the real engine process: queue, scrub, replay,
-decode, cancel, reopen from the history (the engine killed mid-run: test_gui_kill.py). The live folder's window and engine
-(conftest.py: torch loads once for the folder); the tests run in file order."""
+decode, cancel, reopen from the history (the engine killed mid-run: test_gui_kill.py). The live folder's window and
+engine (conftest.py: torch loads once for the folder); the tests run in file order."""
 
 from __future__ import annotations
 
