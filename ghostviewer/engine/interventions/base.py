@@ -96,3 +96,34 @@ def own_call() -> Iterator[None]:
 
 def in_own_call() -> bool:
     return getattr(_OWN, "depth", 0) > 0
+
+
+# Packages whose hooks are the libraries' own (transformers' output capture, accelerate's and diffusers' offloading,
+# PEFT, GhostViewer): everything else hooked on a pipeline's module is the user's code.
+LIBRARY_PACKAGES = frozenset({"ghostviewer", "torch", "transformers", "diffusers", "accelerate", "peft"})
+
+
+def users_code(fn: Any) -> bool:
+    """Whether a hook is the user's own (a function of theirs, not a library's)."""
+    home = getattr(fn, "__module__", None) or type(fn).__module__ or ""
+    return home.split(".", 1)[0] not in LIBRARY_PACKAGES
+
+
+@contextmanager
+def users_hooks_set_aside(root: Any) -> Iterator[None]:
+    """`root`'s modules without the user's forward hooks and pre-hooks, for GhostViewer's own call of them (the
+    prompt's embeddings): the user's code sees the pipeline's calls only — a hook that counts calls, the kind of
+    state an intermittent fault lives in, would otherwise be one call ahead in a watched call. The libraries'
+    hooks stay; the same dicts are put back, so the user's handles still remove their hooks."""
+    saved: list[tuple[Any, Any, Any]] = []
+    for module in root.modules():
+        forward, pre = module._forward_hooks, module._forward_pre_hooks
+        if any(users_code(fn) for fn in (*forward.values(), *pre.values())):
+            saved.append((module, forward, pre))
+            module._forward_hooks = type(forward)((k, fn) for k, fn in forward.items() if not users_code(fn))
+            module._forward_pre_hooks = type(pre)((k, fn) for k, fn in pre.items() if not users_code(fn))
+    try:
+        yield
+    finally:
+        for module, forward, pre in saved:
+            module._forward_hooks, module._forward_pre_hooks = forward, pre

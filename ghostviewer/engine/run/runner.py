@@ -14,7 +14,7 @@ import torch
 from ghostviewer.engine.errors import GhostError
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.faults import make_fault
-from ghostviewer.engine.interventions.base import RunContext, applied, own_call
+from ghostviewer.engine.interventions.base import RunContext, applied, own_call, users_hooks_set_aside
 from ghostviewer.engine.interventions.bypass import Bypass
 from ghostviewer.engine.interventions.dtype_bridge import DtypeBridge
 from ghostviewer.engine.loading.loras import LoraFile, loras_loaded, read_loras
@@ -258,7 +258,8 @@ def _record_prompt(pipe: Any, prompt: str, writer: BufferedWriter, cache: dict[s
     if cache is not None and prompt in cache:
         tokens, embeddings = cache[prompt]
     else:
-        with torch.inference_mode(), own_call():  # not one of the pipeline's calls (isolate's call numbering)
+        # not one of the pipeline's calls: isolate's call numbering skips it, and the user's hooks do not see it
+        with torch.inference_mode(), own_call(), users_hooks_set_aside(pipe.text_encoder):
             tokens = prompt_tokens(pipe, prompt)
             embeddings = prompt_embeddings(pipe, prompt)
         if cache is not None:

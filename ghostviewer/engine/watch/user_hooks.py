@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ghostviewer.engine.interventions.base import users_code
+
 MAX_NAMED = 20  # a record names this many; a pipeline hooked everywhere (a profiler) is summed up
 
 
@@ -14,9 +16,8 @@ def _label(fn: Any) -> str:
 
 
 def _ours(fn: Any) -> bool:
-    """GhostViewer's own hooks (the tracer's, a bypass's, a capture's), wherever the call record is taken."""
-    home = getattr(fn, "__module__", None) or type(fn).__module__ or ""
-    return home == "ghostviewer" or home.startswith("ghostviewer.")
+    """A library's hook (GhostViewer's tracer, transformers' output capture, accelerate's), not the user's."""
+    return not users_code(fn)
 
 
 def _any_hooked(root: Any) -> bool:
@@ -44,7 +45,7 @@ def user_hooks(components: dict[str, Any]) -> list[dict[str, Any]]:
                                 ("forward pre-hook", module._forward_pre_hooks)):
                 found += [{"module": where, "kind": kind, "name": _label(fn)} for fn in hooks.values() if not _ours(fn)]
             forward = vars(module).get("forward")
-            if forward is not None and not hasattr(module, "_hf_hook") and not _ours(forward):  # accelerate wraps it
+            if forward is not None and not hasattr(module, "_hf_hook") and not _ours(forward):  # offloading wraps it
                 found.append({"module": where, "kind": "patched forward", "name": _label(forward)})
     if len(found) > MAX_NAMED:
         found = found[:MAX_NAMED] + [{"module": "…", "kind": "more", "name": f"{len(found) - MAX_NAMED} more"}]

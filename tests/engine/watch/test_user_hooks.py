@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import ghostviewer
@@ -69,3 +70,40 @@ def test_a_replay_from_the_folder_names_the_hooks_it_lacks_and_the_object_reprod
     finally:
         handle.remove()
     assert again["reproduced"] and "user_hooks" not in again
+
+
+def _counting_hook():  # noqa: ANN202 - the user's state: the 2nd text-encoder call of theirs comes out halved
+    calls = {"n": 0}
+
+    def halve_the_second(_module, _args, output):  # noqa: ANN001, ANN202
+        calls["n"] += 1
+        return (output[0] * 0.5, *output[1:]) if calls["n"] == 2 else output
+
+    return halve_the_second, calls
+
+
+def test_a_hook_that_counts_calls_sees_the_same_calls_watched_as_unwatched(demo_loaded, tmp_path: Path) -> None:
+    """GhostViewer's own text-encoder call (the prompt's embeddings) is not one of the user's: watching must not
+    move a stateful user fault to another call."""
+    pipe = demo_loaded.pipe
+
+    def call():  # noqa: ANN202
+        return pipe(PROMPT, num_inference_steps=2, generator=torch.Generator().manual_seed(5), output_type="np").images
+
+    hook, plain_calls = _counting_hook()
+    handle = pipe.text_encoder.register_forward_hook(hook)
+    try:
+        plain = call()
+    finally:
+        handle.remove()
+    hook, watched_calls = _counting_hook()
+    handle = pipe.text_encoder.register_forward_hook(hook)
+    try:
+        with ghostviewer.watch(pipe, runs_dir=tmp_path / "runs-for-counting") as watcher:
+            watched = call()
+        assert pipe.text_encoder._forward_hooks  # put back after GhostViewer's own call
+    finally:
+        handle.remove()
+    assert not pipe.text_encoder._forward_hooks  # the user's handle still removes it
+    assert watched_calls["n"] == plain_calls["n"] and np.array_equal(watched, plain)
+    assert RunRecord(watcher.runs[0]["run_dir"]).call["user_hooks"][0]["module"] == "text_encoder"
