@@ -41,6 +41,8 @@ def _print_text(result: dict[str, Any]) -> None:
         print(f"  no repro: the module cannot be rebuilt from a config ({result['reason']})")
     for name in result["faults"]:
         print(f"  injected fault: {name} (a GhostViewer ghost-lab fault, written into repro.py as such)")
+    if result.get("missing_user_code"):
+        print(f"  note: {result['missing_user_code']}")
     fuzz = result.get("fuzz")
     if fuzz:
         print(f"  fuzz: {fuzz['broken']} of {fuzz['total']} cases broken ({fuzz['skipped']} skipped)")

@@ -45,3 +45,21 @@ def test_context_menu_isolates_the_block_and_shows_the_fuzz_table(window, gui_en
     assert table.item(1, 0).background().color() == QColor(BROKEN)
     assert table.item(2, 0).background().color() != QColor(BROKEN)
     assert window.state.controller.isolates.pending == {}
+
+
+def test_an_isolation_without_the_users_hooks_says_so(window, gui_env: Path, qtbot, tmp_path) -> None:  # noqa: ANN001
+    """A watched call's module isolated on the engine's pipeline (loaded from the folder, without the user's hooks):
+    the window's line says what is missing, not only that nothing breaks."""
+    run_dir = write_fake_run(gui_env, steps=4, nan_at=2, run_id="iso-hooked")
+    window.state.timeline.open_run(run_dir)
+    window.state.engine.send = lambda cmd, **fields: 8
+    said: list[str] = []
+    window.state.controller.sigMessage.connect(said.append)
+    window.state.controller.isolates.isolate(str(run_dir), "unet.mid_block", 2, str(tmp_path / "iso"))
+    hint = ("the watched pipeline had code of your own on its modules (poison on unet.mid_block), which a pipeline "
+            "loaded from its folder lacks: re-run it with pipeline= (the object they are on)")
+    event = {"event": "isolated", "id": 8, "module": "unet.mid_block", "class": "diffusers.X", "step": 2,
+             "out_dir": str(tmp_path / "iso"), "output": {"nan": 0, "inf": 0}, "repro": None, "faults": [],
+             "fuzz": {"cases": [], "broken": 0, "total": 45, "skipped": 0}, "missing_user_code": hint}
+    window.state.engine._dispatch(json.dumps(event).encode())
+    assert said and said[-1].startswith("Isolated unet.mid_block: 0 of 45") and f"Note: {hint}." in said[-1]

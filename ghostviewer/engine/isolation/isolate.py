@@ -32,6 +32,7 @@ from ghostviewer.engine.loops.recorded import PipelineCache, open_recorded, reco
 from ghostviewer.engine.module_io import main_tensor
 from ghostviewer.engine.run.runner import CancelToken, RunFailed
 from ghostviewer.engine.tracing.blocks import iter_modules, phase_of, pipeline_components, resolve_module
+from ghostviewer.engine.watch.user_hooks import hooks_hint
 from ghostviewer.spec import RunSpec
 
 
@@ -209,4 +210,6 @@ def isolate_module(
         "reason": spec.reason or None, "repro": str(repro) if spec.kind != "none" else None,
         "faults": [f["name"] for f in faults], "notes": notes, "unsupported": encoded.spec["unsupported"],
         "carried": list(carried), "user_code_in_repro": in_repro, **({"fuzz": table} if fuzz else {}),
+        # a watched call's own hooks the pipeline reloaded from its folder lacks: its inputs and output are not theirs
+        **({"missing_user_code": hint} if (hint := "" if pipeline is not None else hooks_hint(record.call)) else {}),
     }

@@ -47,8 +47,9 @@ class IsolateCoordinator(QObject):
             self._say(messages.ISOLATE_FAILED.format(module=module, message=event.get("message")))
             return
         fuzz = event.get("fuzz") or {"broken": 0, "total": 0}
+        missing = f" Note: {event['missing_user_code']}." if event.get("missing_user_code") else ""
         self._say(messages.ISOLATE_DONE.format(module=module, broken=fuzz["broken"], total=fuzz["total"],
-                                               folder=event.get("out_dir")))
+                                               folder=event.get("out_dir")) + missing)
         self.isolated.emit(event)
 
     def _on_engine_died(self, _reason: str) -> None:

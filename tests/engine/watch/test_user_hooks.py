@@ -107,3 +107,28 @@ def test_a_hook_that_counts_calls_sees_the_same_calls_watched_as_unwatched(demo_
     assert not pipe.text_encoder._forward_hooks  # the user's handle still removes it
     assert watched_calls["n"] == plain_calls["n"] and np.array_equal(watched, plain)
     assert RunRecord(watcher.runs[0]["run_dir"]).call["user_hooks"][0]["module"] == "text_encoder"
+
+
+def test_an_isolation_on_the_folders_pipeline_names_the_hooks_it_lacks(demo_loaded, tmp_path: Path,
+                                                                       capsys) -> None:  # noqa: ANN001
+    from ghostviewer.cli import main
+
+    pipe = demo_loaded.pipe
+    handle = pipe.unet.up_blocks[1].register_forward_hook(_nan_from_step_1())
+    try:
+        run = _watched(pipe, tmp_path / "watched")
+    finally:
+        handle.remove()
+    capsys.readouterr()
+    assert main(["isolate", run["run_dir"], "--module", "unet.up_blocks.1", "--step", "2", "-o",
+                 str(tmp_path / "iso")]) == 0  # healthy here: the fault was the hook's
+    assert "note: the watched pipeline had code of your own" in capsys.readouterr().out
+    result = api.isolate(run["run_dir"], module="unet.up_blocks.1", step=2, out=tmp_path / "iso-api")
+    assert result["output"]["nan"] == 0 and "poison on unet.up_blocks.1" in result["missing_user_code"]
+    handle = pipe.unet.up_blocks[1].register_forward_hook(_nan_from_step_1())
+    try:
+        on_object = api.isolate(run["run_dir"], module="unet.up_blocks.1", step=2, out=tmp_path / "iso2",
+                                pipeline=pipe)
+    finally:
+        handle.remove()
+    assert "missing_user_code" not in on_object
