@@ -80,3 +80,16 @@ def write_fake_run(runs_dir: Path, steps: int = 5, seed: int = 7, finish: str | 
         writer.set_verdict({"label": "ok" if anomaly is None else "nan", "scores": {"std": 0.3}}, anomaly)
     writer.finish(finish, 0.5)
     return writer.path
+
+
+def write_listed_run(folder: Path, k: int, prompt: str, seed: int, colour: tuple[int, int, int] = (0, 0, 255),
+         nan: bool = False) -> Path:
+    """Run k of a scripted folder: a 16 px final image of `colour`, verdict ok (nan when `nan`)."""
+    writer = RunWriter.create(folder, {"prompt": prompt, "seed": seed, "steps": 1}, {"device": "cpu"},
+                              run_id=f"20261201-{k // 3600:02d}{k // 60 % 60:02d}{k % 60:02d}-{k:06x}")
+    image = np.empty((16, 16, 3), np.float32)
+    image[...] = np.array(colour, np.float32) / 255
+    writer.save_image("final", image)
+    writer.set_verdict({"label": "nan" if nan else "ok", "scores": {}}, None)
+    writer.finish("done", 0.1)
+    return writer.path

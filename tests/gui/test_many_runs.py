@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 from PySide6.QtCore import QModelIndex
 from PySide6.QtGui import QImage
@@ -20,22 +19,12 @@ from ghostviewer.gui.models.history_model import FIRST_CHUNK, HistoryModel
 from ghostviewer.gui.models.sweep_model import SweepModel
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.gui.widgets.sweep_gallery import SweepGallery, _whole_across
-from ghostviewer.record import RunRecord, RunWriter, StudyRecord, StudyWriter
+from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.runs_index import ensure
+from tests.gui.fake_runs import write_listed_run as _run
 
 RUNS = 120  # a "large" folder for these tests (LARGE_FOLDER set below it): read off the GUI thread
 PROMPTS, SEEDS = 6, 20  # the sweep: 120 runs, more cells than the gallery shows at once
-
-
-def _run(folder: Path, k: int, prompt: str, seed: int, colour: tuple[int, int, int] = (0, 0, 255)) -> Path:
-    writer = RunWriter.create(folder, {"prompt": prompt, "seed": seed, "steps": 1}, {"device": "cpu"},
-                              run_id=f"20261201-{k // 3600:02d}{k // 60 % 60:02d}{k % 60:02d}-{k:06x}")
-    image = np.empty((16, 16, 3), np.float32)
-    image[...] = np.array(colour, np.float32) / 255
-    writer.save_image("final", image)
-    writer.set_verdict({"label": "ok", "scores": {}}, None)
-    writer.finish("done", 0.1)
-    return writer.path
 
 
 @pytest.fixture(scope="module")

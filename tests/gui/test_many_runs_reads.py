@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
@@ -20,22 +19,12 @@ from ghostviewer.gui.models import gallery_images, history_model, sweep_model
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.sweep_model import RUN_DIR, SweepGridModel, SweepModel, grid_of
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
-from ghostviewer.record import RunRecord, RunWriter, StudyRecord, StudyWriter
+from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.runs_index import ensure
+from tests.gui.fake_runs import write_listed_run as _run
 
 RUNS = 90  # a "large" folder here (LARGE_FOLDER set below it)
 PROMPTS, SEEDS = 3, 4
-
-
-def _run(folder: Path, k: int, prompt: str, seed: int, nan: bool = False) -> Path:
-    writer = RunWriter.create(folder, {"prompt": prompt, "seed": seed, "steps": 1}, {"device": "cpu"},
-                              run_id=f"20261201-{k // 3600:02d}{k // 60 % 60:02d}{k % 60:02d}-{k:06x}")
-    image = np.zeros((16, 16, 3), np.float32)
-    image[..., 2] = 1.0
-    writer.save_image("final", image)
-    writer.set_verdict({"label": "nan" if nan else "ok", "scores": {}}, None)
-    writer.finish("done", 0.1)
-    return writer.path
 
 
 @pytest.fixture(scope="module")

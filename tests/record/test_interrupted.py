@@ -3,7 +3,6 @@ test (scripts/kill_test.py) in short: 3 SIGKILLs of the engine mid-run lose no c
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -18,6 +17,7 @@ import pytest
 from ghostviewer.cli import main as cli_main
 from ghostviewer.record import RunRecord, RunWriter, StepInfo, StudyRecord, StudyWriter
 from ghostviewer.record.lock import LOCK_NAME, WriterLock, writer_alive
+from tests.kill_script import kill_test
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "resources" / "demo-pipeline" / "model_index.json"
@@ -101,21 +101,13 @@ def test_a_study_being_written_cannot_be_resumed_by_another_writer(tmp_path: Pat
     assert StudyRecord(study.path).status == "done"
 
 
-def _kill_test():
-    spec = importlib.util.spec_from_file_location("kill_test", ROOT / "scripts" / "kill_test.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not DEMO.is_file() or not hasattr(signal, "SIGKILL"), reason="needs the demo and SIGKILL")
 def test_three_engine_kills_lose_no_committed_step(tmp_path: Path) -> None:
-    kill_test = _kill_test()
+    script = kill_test()
     os.environ.setdefault("GHOSTVIEWER_ENGINE_THREADS", "1")
     points = [(0, 0.0), (3, random.Random(1).uniform(0, 0.03)), (7, 0.0)]  # at the start, mid-run, late
-    results = [kill_test.kill_once(tmp_path / f"k{i}", after, jitter, steps=40, seed=i)
+    results = [script.kill_once(tmp_path / f"k{i}", after, jitter, steps=40, seed=i)
                for i, (after, jitter) in enumerate(points) if (tmp_path / f"k{i}").mkdir() is None]
     for result in results:
         assert result["problem"] is None and result["lost"] == 0, result

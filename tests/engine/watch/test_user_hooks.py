@@ -33,6 +33,15 @@ def _watched(pipe, runs_dir: Path) -> dict:  # noqa: ANN001
     return run
 
 
+def _watched_with_poison(pipe, runs_dir: Path) -> dict:  # noqa: ANN001
+    """A watched call whose U-Net up block a hook of the user's breaks from step 1 (the hook removed after)."""
+    handle = pipe.unet.up_blocks[1].register_forward_hook(_nan_from_step_1())
+    try:
+        return _watched(pipe, runs_dir)
+    finally:
+        handle.remove()
+
+
 def test_the_users_hooks_are_in_the_call_record_and_ghostviewers_are_not(demo_loaded, tmp_path: Path) -> None:
     pipe = demo_loaded.pipe
     assert RunRecord(_watched(pipe, tmp_path / "plain")["run_dir"]).call["user_hooks"] == []
@@ -51,11 +60,7 @@ def test_the_users_hooks_are_in_the_call_record_and_ghostviewers_are_not(demo_lo
 def test_a_replay_from_the_folder_names_the_hooks_it_lacks_and_the_object_reproduces(demo_loaded,
                                                                                       tmp_path: Path) -> None:
     pipe = demo_loaded.pipe
-    handle = pipe.unet.up_blocks[1].register_forward_hook(_nan_from_step_1())
-    try:
-        run = _watched(pipe, tmp_path / "watched")
-    finally:
-        handle.remove()
+    run = _watched_with_poison(pipe, tmp_path / "watched")
     assert run["first_anomaly"]["module"] == "unet.up_blocks.1"
     report = api.replay(run["run_dir"], times=1, runs_dir=tmp_path / "replays")  # the demo folder: no hook
     assert not report["reproduced"] and "re-run it with pipeline=" in report["summary"]
@@ -114,11 +119,7 @@ def test_an_isolation_on_the_folders_pipeline_names_the_hooks_it_lacks(demo_load
     from ghostviewer.cli import main
 
     pipe = demo_loaded.pipe
-    handle = pipe.unet.up_blocks[1].register_forward_hook(_nan_from_step_1())
-    try:
-        run = _watched(pipe, tmp_path / "watched")
-    finally:
-        handle.remove()
+    run = _watched_with_poison(pipe, tmp_path / "watched")
     capsys.readouterr()
     assert main(["isolate", run["run_dir"], "--module", "unet.up_blocks.1", "--step", "2", "-o",
                  str(tmp_path / "iso")]) == 0  # healthy here: the fault was the hook's

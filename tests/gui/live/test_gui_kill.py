@@ -6,23 +6,13 @@ On the live folder's shared window: the kills leave it a fresh engine."""
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 from pathlib import Path
 
 import pytest
 
 from tests.gui.live_window import needs_demo
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _kill_test():  # noqa: ANN202 - the script, loaded as a module
-    spec = importlib.util.spec_from_file_location("kill_test", ROOT / "scripts" / "kill_test.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.kill_script import kill_test
 
 
 @pytest.mark.slow
@@ -31,7 +21,7 @@ def _kill_test():  # noqa: ANN202 - the script, loaded as a module
 def test_two_engine_kills_through_the_window(live_window, tmp_path: Path,  # noqa: ANN001 - the live window
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GHOSTVIEWER_ENGINE_THREADS", "1")
-    report = _kill_test().gui_kills(tmp_path / "kills", kills=2, steps=12, seed=0, window=live_window)
+    report = kill_test().gui_kills(tmp_path / "kills", kills=2, steps=12, seed=0, window=live_window)
     assert report["problems"] == [], report["problems"]
     assert report["kills"] == 2 and report["window_up"] and report["jobs_failed_for_the_engine"] == 2
     assert report["records_readable"] + report["no_record_yet"] == 2
