@@ -139,8 +139,11 @@ def test_engine_stopped_behind_the_schedulers_back_ends_the_job(fake_window, qtb
     ended = _ended(state)
     job, _ = _start(qtbot, state, steps=300)
     qtbot.waitUntil(lambda: job.step >= 2, timeout=WAIT_MS)
+    # Held still first, so it cannot answer 'quit' with 'cancelled' in the moment before the kill lands (on a
+    # loaded machine it sometimes did); then killed at once: no 'cancelled' on its way out, no sigEngineDied.
+    os.kill(state.engine.pid, signal.SIGSTOP)
     with qtbot.waitSignal(state.controller.scheduler.jobEnded, timeout=WAIT_MS):
-        state.engine.stop(timeout_ms=0)  # killed at once: no 'cancelled' on its way out, no sigEngineDied
+        state.engine.stop(timeout_ms=0)
     assert ended == [(job.id, "failed")] and job.error == messages.JOB_ENGINE_STOPPED
     assert state.controller.engine_state == "stopped" and not state.timeline.live
 
