@@ -8,7 +8,9 @@ has no one verdict). Never removed: a record still being written (its writer's l
 anything is removed, so a writer cannot start meanwhile), a run a kept study refers to, anything that is not a
 GhostViewer record (a stray file or folder, a link, an unreadable record — each named in `left`). Links are never
 followed: a folder is removed only when it is a real folder inside the runs folder, and its size counts its own
-files only.
+files only. A folder goes whole or not at all: every folder in it must be one this process may change (checked
+before anything goes), and it is renamed out of the listing (`.pruning-…`, one atomic step) before its files are
+deleted, the record's database first; what a failure then leaves is hidden, never a half record, and `left` names it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ VERDICT_WORDS = ("ok", "blank", "noise", "nan", "saturated", "color_cast", "off_
 STATUS_WORDS = ("failed", "cancelled", "interrupted")  # runs that ended without a verdict
 OWN_FOLDERS = {"logs": "the CLI's log folder", "baselines": "the baselines folder",
                "bundles": "the window's extracted bug reports"}
+BEING_WRITTEN = "being written (left alone)"
+PRUNING = ".pruning-"  # a removal under way, or what a failed one left: never a record
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "": 86400}
 
@@ -137,6 +141,9 @@ class _Survey:
                 path = Path(entry.path)
                 if entry.name in INDEX_FILES:
                     continue
+                if entry.name.startswith(PRUNING):
+                    self._leave(path, "what a prune could not delete whole (not a record): delete it by hand")
+                    continue
                 if entry.is_symlink():
                     self._leave(path, "a link (never followed)")
                 elif not entry.is_dir(follow_symlinks=False):
@@ -222,22 +229,62 @@ def _chosen(survey: _Survey, older_than_s: float | None, verdicts: frozenset[str
     return out
 
 
-def _remove(c: _Candidate) -> int | None:
-    """Remove one record folder while holding its writer's lock; its bytes, or None when a writer holds it."""
-    if not _real_folder(c.path):
-        return None
-    if not _idle(c):
-        return None
+def _blocked(path: Path) -> str | None:
+    """Why `path` cannot go whole (None when it can): a folder in it, or the folder holding it, this process may not
+    change. os.access also refuses an immutable folder to root."""
+    for root, dirs, _files in os.walk(path, followlinks=False):
+        for folder in (root, *(os.path.join(root, d) for d in dirs if not os.path.islink(os.path.join(root, d)))):
+            if not os.access(folder, os.W_OK | os.X_OK):
+                return f"{Path(folder).relative_to(path.parent)} may not be changed by this user"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return f"{path.parent} may not be changed by this user"
+    return None
+
+
+def _delete(hidden: Path) -> None:
+    """The record's database and lock first, so that no reader ever takes what is left for a record."""
+    for name in (schema.DB_NAME, STUDY_DB_NAME):
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(hidden / f"{name}{suffix}")
+    shutil.rmtree(hidden)  # never follows a link inside (it unlinks the link)
+
+
+def _why_kept(c: _Candidate, locked: bool = False) -> str:
+    """Why a chosen record stays ("" when it can go)."""
+    if not _real_folder(c.path) or (not locked and not _idle(c)):
+        return BEING_WRITTEN
+    blocked = _blocked(c.path)
+    return f"cannot be removed whole: {blocked} (left untouched)" if blocked else ""
+
+
+def _remove(c: _Candidate) -> tuple[int | None, str]:
+    """Remove one record folder, whole or not at all, while holding its writer's lock: (its bytes, "") when it went,
+    (None, why) when it stays."""
+    if not _real_folder(c.path) or not _idle(c):
+        return None, BEING_WRITTEN
     try:
         lock = WriterLock.acquire(c.path, c.kind)  # no writer can start (resume a study, annex an image) meanwhile
     except RecordError:
-        return None
+        return None, BEING_WRITTEN
     try:
+        why = _why_kept(c, locked=True)
+        if why:
+            return None, why
         size = folder_bytes(c.path)
-        shutil.rmtree(c.path)  # never follows a link inside (it unlinks the link)
+        hidden = c.path.with_name(f"{PRUNING}{c.path.name}")
+        try:
+            os.rename(c.path, hidden)
+        except OSError as exc:
+            return None, f"cannot be removed: {exc.strerror or exc} (left untouched)"
+        try:
+            _delete(hidden)
+        except OSError as exc:
+            return None, (f"removed from the listing, but {hidden.name} could not be deleted whole "
+                          f"({exc.strerror or exc}): delete what is left by hand")
     finally:
         lock.release()
-    return size
+    return size, ""
 
 
 def _idle(c: _Candidate) -> bool:
@@ -297,9 +344,15 @@ def prune(runs_dir: str | Path, older_than: str | float | None = None, verdict: 
     pruned_calls: dict[Path, list[int]] = {}
     gone: dict[Path, list[str]] = {}
     for c in chosen:
-        size = (folder_bytes(c.path) if _idle(c) else None) if dry_run else _remove(c)
+        if dry_run:
+            why = _why_kept(c)
+            size = None if why else folder_bytes(c.path)
+        else:
+            size, why = _remove(c)
         if size is None:
-            survey._leave(c.path, "being written (left alone)")
+            survey._leave(c.path, why)
+            if not dry_run and not os.path.lexists(c.path):  # renamed away, then not deleted whole: out of the index
+                gone.setdefault(c.path.parent, []).append(c.path.name)
             continue
         removed.append({"path": str(c.path), "kind": c.kind, "verdict": c.label, "bytes": size,
                         "created_at": datetime.fromtimestamp(c.created).astimezone().isoformat(timespec="seconds")})
