@@ -30,6 +30,8 @@ def add_baseline_parser(sub: Any) -> None:
     add_source(build, required=True)
     build.add_argument("--prompts", metavar="LIST", help="a prompt list (.txt, .csv, .jsonl, .json); "
                        "default for the demo pipeline: its own 24 prompts")
+    build.add_argument("--allow-outside-files", action="store_true",
+                       help="let the list name images and LoRAs outside its own folder (refused by default)")
     build.add_argument("--seeds", default="0-9", metavar="SPEC", help="0-99, 1,5,9 or a mix (default 0-9)")
     add_spec_options(build, ("--steps", "--guidance", "--width", "--height", "--scheduler", "--dtype", "--device"))
     add_spec_options(build.add_argument_group("the call (img2img, inpaint, ControlNet, LoRAs, batches), as for run"),
@@ -54,9 +56,13 @@ def _progress(quiet: bool):
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     from ghostviewer import api
+    from ghostviewer.spec.prompt_lists import ListOptions, read_prompt_list
 
+    prompts = args.prompts
+    if prompts and args.allow_outside_files:  # read here, allowed; the rows then name their files as paths
+        prompts = read_prompt_list(prompts, ListOptions(outside_files=True))
     result = api.baseline(
-        args.pipeline, args.prompts, args.seeds, steps=args.steps, guidance=args.guidance, width=args.width,
+        args.pipeline, prompts, args.seeds, steps=args.steps, guidance=args.guidance, width=args.width,
         height=args.height, scheduler=args.scheduler, dtype=args.dtype, device=args.device, pairing=args.pairing,
         runs_dir=args.runs_dir, allow_pickle=args.allow_pickle, config=args.config,
         on_progress=_progress(quiet=args.json or not sys.stderr.isatty()), **spec_values(args, CALL_FLAGS),

@@ -54,6 +54,9 @@ def add_sweep_parser(sub: Any) -> None:
     lists.add_argument("--template-seed", type=int, default=0, metavar="S", help="random mode's expansion seed")
     lists.add_argument("--wildcards", metavar="DIR",
                        help="the __wildcard__ folder (default: wildcards/ beside the list)")
+    lists.add_argument("--allow-outside-files", action="store_true",
+                       help="let the list name images and LoRAs outside its own folder (refused by default: a list "
+                            "from someone else could read your files into the runs and their bug reports)")
     sweep.add_argument("--ray", metavar="auto|local|ADDRESS",
                        help="run on Ray actors: 'auto' joins the running cluster (else starts one here), "
                        "'local' starts one here, or give a cluster address; --runs-dir must be shared by all nodes")
@@ -96,14 +99,16 @@ def describe_sweep(result: dict[str, Any]) -> str:
 # Options whose values a resumed sweep takes from its record (their defaults here mean "not given"), by dest.
 RECORDED_BY_THE_SWEEP = {"seeds": DEFAULT_SEEDS, **{SPEC_OPTIONS[flag][0]: _default(flag) for flag in SWEEP_FLAGS},
                          "fingerprints": False, "style": [], "styles_file": None, "template_mode": "combinatorial",
-                         "variants": None, "template_seed": 0, "wildcards": None}
+                         "variants": None, "template_seed": 0, "wildcards": None,
+                         "allow_outside_files": False}
 
 
 def _list_options(args: argparse.Namespace) -> ListOptions:
     return ListOptions(
         styles_file=Path(args.styles_file) if args.styles_file else None, styles=tuple(args.style),
         templates=TemplateOptions(mode=args.template_mode, count=args.variants, seed=args.template_seed,
-                                  wildcards=Path(args.wildcards) if args.wildcards else None))
+                                  wildcards=Path(args.wildcards) if args.wildcards else None),
+        outside_files=args.allow_outside_files)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

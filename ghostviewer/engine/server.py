@@ -11,7 +11,7 @@ Commands (an optional "id" is echoed in every event the command causes):
   {"cmd": "decode", "run_dir": "...", "step": 3, "tensor": "latents"|"x0", "sample": 0}   sample: a batch's
       image (0-based, default 0: the first, what a client that does not send it means)
   {"cmd": "blocks"}
-  {"cmd": "sweep", "list": PATH, "seeds": "0-9", "settings": {...}, "runs_dir": "..."}   (cancel like a run)
+  {"cmd": "sweep", "list": PATH, "seeds": "0-9", "settings": {...}, "runs_dir": "...", "outside_files": bool}
   {"cmd": "bisect", "run_dir": "...", "runs_dir": "..."}   bisect_progress…, bisect_finished (cancel like a run)
   {"cmd": "isolate", "run_dir": "...", "module": "unet.mid_block", "step": 0, "out": DIR, "fuzz": true}
   {"cmd": "export", "run_dirs": [...], "out": ZIP, "include_tensors": true, "include_feature_maps": true}
@@ -234,8 +234,10 @@ class EngineSession:
 
     def _cmd_sweep(self, command: dict[str, Any], ident: Any) -> None:
         """{"cmd": "sweep", "list": PATH | "items": [...], "seeds": "0-9", "settings": {...}, "runs_dir": DIR,
-        "study_dir": DIR (resume)}: sweep_progress events, then sweep_finished or sweep_failed."""
+        "study_dir": DIR (resume), "outside_files": true (the user let the list name files outside its folder)}:
+        sweep_progress events, then sweep_finished or sweep_failed."""
         from ghostviewer.engine.loops.sweep import run_sweep
+        from ghostviewer.spec.prompt_lists import ListOptions
 
         self._start_job(ident)
         settings = dict(command.get("settings") or {})
@@ -243,6 +245,8 @@ class EngineSession:
         options = {k: settings[k] for k in keys if settings.get(k) is not None}
         if "negative_prompt" in settings:
             options["negative"] = settings["negative_prompt"] or ""
+        if command.get("outside_files") is True:
+            options["list_options"] = ListOptions(outside_files=True)
         loaded, ray = self.loaded, command.get("ray") or None
         same = loaded is not None and not ray and str(settings.get("source") or "demo") == loaded.source
         try:

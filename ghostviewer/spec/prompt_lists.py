@@ -8,6 +8,10 @@ A1111 styles apply to every row (ListOptions).
 `iter_prompt_list` streams: it reads a line (or a .json array item) at a time, so a 100,000-line list is never
 held whole in memory. `read_prompt_list` is the same as a list, for small lists. Every error names the file and
 the line it was found on, in one line a user can act on.
+
+The files a list names (init_image, mask, control_image, lora) must be in the list's own folder or below, links
+resolved: a list from someone else could otherwise read any image of yours into a run, and from there into a bug
+report. Anything outside is refused (OutsideFilesError) unless the user allows it (ListOptions.outside_files).
 """
 
 from __future__ import annotations
@@ -41,6 +45,32 @@ _MAX_ITEM = 1 << 20  # one .json entry longer than this is not a prompt: an erro
 
 class PromptListError(SpecError):
     """The list cannot be read; the message is one line for the user."""
+
+
+class OutsideFilesError(PromptListError):
+    """The list names a file outside its own folder, and the user has not allowed that."""
+
+    def __init__(self, message: str, file: str, folder: Path) -> None:
+        super().__init__(message)
+        self.file, self.folder = file, folder
+
+
+def named_files(row: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, path) of every file a read row names."""
+    for key in IMAGE_KEYS:
+        if isinstance(row.get(key), str):
+            yield key, row[key]
+    for entry in row.get("lora") or ():
+        yield "lora", parse_lora(entry).path
+
+
+def _refuse_outside(row: dict[str, Any], home: Path, name: str) -> None:
+    for key, file in named_files(row):
+        if not Path(file).resolve().is_relative_to(home):
+            raise OutsideFilesError(
+                f"{name}: the row of {row['prompt']!r} names {key} {file}, outside the list's folder {home} "
+                "(a list may read files from its own folder only: move the file there, or allow files from "
+                "outside it: --allow-outside-files)", file, home)
 
 
 def _clean(item: Any, where: str, folder: Path | None = None) -> dict[str, Any]:
@@ -249,6 +279,7 @@ class ListOptions:
     styles_file: Path | None = None  # an A1111 styles.csv
     styles: tuple[str, ...] = ()  # style names applied to every row (`--style NAME`), before a row's own
     templates: TemplateOptions = field(default_factory=TemplateOptions)
+    outside_files: bool = False  # the user allows the list to name files outside its own folder
 
 
 def iter_prompt_list(path: str | Path, options: ListOptions | None = None, *, expander: Expander | None = None
@@ -266,10 +297,13 @@ def iter_prompt_list(path: str | Path, options: ListOptions | None = None, *, ex
     try:
         expander = expander or Expander(options.templates, wildcard_folder(path, options.templates))
         rows = expand_rows(_read_rows(path), expander, path.name)
+        home = path.resolve().parent
         for row in apply_styles(rows, styles or {}, options.styles) if styles is not None else rows:
             if "styles" in row:
                 raise PromptListError(f"{path.name}: the row of {row['prompt']!r} names the styles "
                                       f"{row['styles']!r}: give the styles file they are in (--styles-file FILE)")
+            if not options.outside_files:
+                _refuse_outside(row, home, path.name)
             yield row
     except PromptListError:
         raise

@@ -24,6 +24,7 @@ from ghostviewer.cli import main
 from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.record import RunRecord
 from ghostviewer.spec import UserError
+from ghostviewer.spec.prompt_lists import ListOptions
 from tests.engine.tiny_lora import lora_states, save_lora
 
 PROMPT = "a red circle on a blue background"
@@ -211,7 +212,10 @@ def test_the_command_line_runs_loras_and_says_what_it_found(runs_dir: Path, file
 def test_a_sweep_row_names_its_lora(demo_loaded, tmp_path: Path, runs_dir: Path, files, plain) -> None:
     rows = tmp_path / "rows.csv"
     rows.write_text(f"prompt,lora\n{PROMPT},\n{PROMPT},{files['good']}:0.8\n")
-    report = api.sweep(rows, seeds="1", source=demo_loaded.pipe, steps=STEPS, runs_dir=runs_dir)
+    # The LoRA is outside the list's folder: read only because the user allows it (a list of someone else's
+    # could otherwise read any file of yours, spec/prompt_lists.py).
+    report = api.sweep(rows, seeds="1", source=demo_loaded.pipe, steps=STEPS, runs_dir=runs_dir,
+                       list_options=ListOptions(outside_files=True))
     assert report["total"] == 2 and report["failed"] == 0
     plain_run, lora_run = report["runs"]
     assert np.array_equal(_pixels(plain_run["image"]), plain)

@@ -63,15 +63,16 @@ def iter_items(items: Items) -> Iterator[dict[str, Any]]:
 
 
 def frozen_list(items: Items, options: ListOptions | None) -> tuple[Items, dict[str, Any] | None]:
-    """A list file with dynamic-prompt templates, or with styles to apply, read once into rows (and their
-    provenance) that the study keeps: a resumed sweep then runs the same rows whatever happened to the template,
-    wildcard or styles files since. Any other list stays a path, streamed (a 100,000-line list is never held)."""
+    """A list file with dynamic-prompt templates, or with styles to apply, or allowed to name files outside its
+    folder, read once into rows (and their provenance) that the study keeps: a resumed sweep then runs the same
+    rows whatever happened to the template, wildcard, styles or list files since (and reads no other file than the
+    user allowed). Any other list stays a path, streamed (a 100,000-line list is never held)."""
     if not isinstance(items, (str, Path)):
         return items, None
     options = options or ListOptions()
     random_mode = options.templates.mode != "combinatorial"
     try:
-        if not (options.styles_file or options.styles or random_mode):
+        if not (options.styles_file or options.styles or random_mode or options.outside_files):
             expander = Expander(options.templates, wildcard_folder(Path(items), options.templates))
             for _ in iter_prompt_list(items, options, expander=expander):
                 if expander.templates:

@@ -21,7 +21,7 @@ from ghostviewer.gui.models.prompt_model import PromptModel
 from ghostviewer.gui.models.queue_model import Job
 from ghostviewer.gui.models.timeline_model import TimelineModel
 from ghostviewer.record import RecordError
-from ghostviewer.spec.prompt_lists import PromptListError, read_prompt_list
+from ghostviewer.spec.prompt_lists import ListOptions, OutsideFilesError, PromptListError, read_prompt_list
 
 log = logging.getLogger("ghostviewer.gui")
 
@@ -41,6 +41,8 @@ class RunCoordinator(QObject):
         self.prompt, self.pipeline, self.blocks = prompt, pipeline, blocks
         self.timeline, self.history, self.reporter = timeline, history, reporter
         self._unopened: str | None = None  # a live run folder the timeline could not open yet
+        self._asked: Path | None = None  # the list whose outside files the user is asked about
+        reporter.offer(messages.PROMPT_LIST_OUTSIDE, messages.READ_OUTSIDE, self._queue_asked)
         scheduler.jobStarted.connect(self._on_started)
         scheduler.jobStepped.connect(self._on_stepped)
         scheduler.jobEnded.connect(self._on_ended)
@@ -57,9 +59,15 @@ class RunCoordinator(QObject):
     def queue_many(self, settings_list: list[dict[str, Any]]) -> list[Job]:
         return self.scheduler.submit_many([settings | self.blocks.run_fields() for settings in settings_list])
 
-    def queue_prompt_list(self, path: str | Path) -> list[Job]:
+    def queue_prompt_list(self, path: str | Path, outside_files: bool = False) -> list[Job]:
+        """Every row of the list, queued; nothing when it cannot be read (said in one line). A list naming files
+        outside its folder is queued only once the user says so (the message's Read them anyway)."""
         try:
-            items = read_prompt_list(path)
+            items = read_prompt_list(path, ListOptions(outside_files=outside_files))
+        except OutsideFilesError as exc:
+            self._asked = Path(path)
+            self.reporter.report(messages.PROMPT_LIST_OUTSIDE.format(name=Path(path).name, file=exc.file))
+            return []
         except PromptListError as exc:
             self.reporter.report(messages.PROMPT_LIST_FAILED.format(path=path, message=exc))
             return []
@@ -70,6 +78,11 @@ class RunCoordinator(QObject):
         jobs = self.queue_many(settings_list)
         self.sigMessage.emit(messages.PROMPT_LIST_QUEUED.format(count=len(jobs), name=Path(path).name))
         return jobs
+
+    def _queue_asked(self) -> None:
+        path, self._asked = self._asked, None
+        if path is not None:
+            self.queue_prompt_list(path, outside_files=True)
 
     # -- following the engine's run ---------------------------------------------------------------
     def _show(self, run_dir: str, live: bool) -> None:

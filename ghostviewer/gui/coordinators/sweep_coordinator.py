@@ -14,11 +14,12 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from ghostviewer.gui import messages
 from ghostviewer.gui.dialogs.error_reporter import ErrorReporter, one_line
 from ghostviewer.gui.models.prompt_model import guidance_setting
 from ghostviewer.gui.models.sweep_model import SweepModel
 from ghostviewer.record import RecordError, StudyRecord
-from ghostviewer.spec.prompt_lists import PromptListError, count_prompt_list
+from ghostviewer.spec.prompt_lists import ListOptions, OutsideFilesError, PromptListError, count_prompt_list
 from ghostviewer.spec.seeds import SeedSpecError, parse_seeds
 
 log = logging.getLogger("ghostviewer.gui")
@@ -52,6 +53,8 @@ class SweepCoordinator(QObject):
         self.seeds = "0-9"
         self.ray = False  # sweeps go to Ray actors (a running cluster, else a local one)
         self._pending: dict[str, Any] | None = None
+        self._asked: tuple[Path, str] | None = None  # (list, seeds) whose outside files the user is asked about
+        reporter.offer(messages.SWEEP_LIST_OUTSIDE, messages.READ_OUTSIDE, self._start_asked)
         self._ident: int | None = None
         self._timer = QTimer(self, singleShot=True, interval=REFRESH_MS)
         self._timer.timeout.connect(model.refresh)
@@ -68,14 +71,19 @@ class SweepCoordinator(QObject):
     def set_ray(self, on: bool) -> None:
         self.ray = bool(on)
 
-    def start(self, list_path: str | Path, seeds: str | None = None) -> bool:
-        """Sweep a prompt list × seeds (the gallery's field by default); False when the list or seeds are bad."""
+    def start(self, list_path: str | Path, seeds: str | None = None, outside_files: bool = False) -> bool:
+        """Sweep a prompt list × seeds (the gallery's field by default); False when the list or seeds are bad, or
+        when it names files outside its folder and the user has not said yet to read them (asked)."""
         seeds = self.seeds if seeds is None else seeds
         try:
-            prompts = count_prompt_list(list_path)
+            prompts = count_prompt_list(list_path, ListOptions(outside_files=outside_files))
             if prompts == 0:
                 raise PromptListError("it holds no prompts (only blank lines or # comments)")
             count = prompts * len(parse_seeds(seeds))
+        except OutsideFilesError as exc:
+            self._asked = (Path(list_path), seeds)
+            self.reporter.report(messages.SWEEP_LIST_OUTSIDE.format(name=Path(list_path).name, file=exc.file))
+            return False
         except PromptListError as exc:
             self.reporter.report(MESSAGES["list"].format(path=list_path, message=exc))
             return False
@@ -83,7 +91,14 @@ class SweepCoordinator(QObject):
             self.reporter.report(MESSAGES["seeds"].format(message=exc))
             return False
         command = {"list": str(Path(list_path).resolve()), "seeds": seeds, "settings": self._settings()}
+        if outside_files:
+            command["outside_files"] = True
         return self._submit(command, Path(list_path).name, count)
+
+    def _start_asked(self) -> None:
+        asked, self._asked = self._asked, None
+        if asked is not None:
+            self.start(asked[0], asked[1], outside_files=True)
 
     def show_study(self, study_dir: str | Path | StudyRecord) -> bool:
         """A sweep study picked in the history, shown in the gallery (also one still running elsewhere, or
