@@ -36,13 +36,13 @@ EXPORT_DONE = "Bug report saved: {path} ({size})."
 EXPORT_FAILED = "Could not export the bug report: {message}"
 PROMPT_LIST_FAILED = "Could not read the prompt list {path}: {message}"
 PROMPT_LIST_QUEUED = "Queued {count} prompts from {name}."
-# A list naming a file outside its folder (spec/prompt_lists.py): asked, never read silently. The two start differently:
-# each has its own "Read them anyway" button (ErrorReporter.offer matches the text before the first field).
-PROMPT_LIST_OUTSIDE = ("The prompt list {name} names a file outside its own folder: {file}. A list from someone else "
-                       "could read your files into the runs and their bug reports. Queue it anyway?")
-SWEEP_LIST_OUTSIDE = ("The sweep's prompt list {name} names a file outside its own folder: {file}. A list from someone "
-                      "else could read your files into the runs and their bug reports. Sweep it anyway?")
-READ_OUTSIDE = "Read them anyway"
+# A list naming a file outside its folder (spec/prompt_lists.py): never read silently; the message's own button reads
+# it. The two start differently: ErrorReporter.offer matches the text before the first field.
+PROMPT_LIST_OUTSIDE = ("The prompt list {name} names a file outside its own folder ({file}), so nothing was queued: "
+                       "a list from someone else could read your files into the runs and their bug reports.")
+SWEEP_LIST_OUTSIDE = ("The sweep's prompt list {name} names a file outside its own folder ({file}), so it was not "
+                      "started: a list from someone else could read your files into the runs and their bug reports.")
+QUEUE_OUTSIDE, SWEEP_OUTSIDE = "Queue it anyway", "Sweep it anyway"
 NO_RUN_SELECTED = "Select a run first (in the history, or by running one)."
 NO_STEP_SELECTED = "Select a step of a run first."
 REPLAY_QUEUED = "Replaying seed {seed} with the recorded settings…"

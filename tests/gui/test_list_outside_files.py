@@ -1,6 +1,6 @@
 """The window asks before a prompt list reads files outside its folder: dropped for the queue or swept, such a list
-queues nothing and says which file, with a "Read them anyway" button that queues it (or sends the sweep, marked
-allowed, to the engine); a list whose files are beside it queues at once."""
+queues nothing and says which file, with a "Queue it anyway" ("Sweep it anyway") button that queues it (or sends
+the sweep, marked allowed, to the engine); a list whose files are beside it queues at once."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_a_queued_list_reading_outside_files_waits_for_the_users_word(window, tm
     message = state.reporter.last_message
     assert message == messages.PROMPT_LIST_OUTSIDE.format(name="outside.jsonl", file=private)
     (label, read_anyway), = state.reporter.remedies(message)
-    assert label == messages.READ_OUTSIDE
+    assert label == messages.QUEUE_OUTSIDE
     read_anyway()
     (job,) = state.queue.jobs()
     assert job.settings["init_image"] == str(private) and job.settings["prompt"] == "a cat"
@@ -54,7 +54,8 @@ def test_a_swept_list_reading_outside_files_is_sent_only_when_allowed(window, tm
     assert sweeps.start(outside, seeds="0-1") is False and sweeps.state == "idle"
     message = window.state.reporter.last_message
     assert message == messages.SWEEP_LIST_OUTSIDE.format(name="outside.jsonl", file=private)
-    (_, read_anyway), = window.state.reporter.remedies(message)
+    (label, read_anyway), = window.state.reporter.remedies(message)
+    assert label == messages.SWEEP_OUTSIDE
     read_anyway()
     assert sweeps.state == "waiting" and sweeps._pending["outside_files"] is True  # no engine: it waits for one
     assert sweeps._pending["seeds"] == "0-1"

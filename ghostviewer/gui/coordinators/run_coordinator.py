@@ -42,7 +42,7 @@ class RunCoordinator(QObject):
         self.timeline, self.history, self.reporter = timeline, history, reporter
         self._unopened: str | None = None  # a live run folder the timeline could not open yet
         self._asked: Path | None = None  # the list whose outside files the user is asked about
-        reporter.offer(messages.PROMPT_LIST_OUTSIDE, messages.READ_OUTSIDE, self._queue_asked)
+        reporter.offer(messages.PROMPT_LIST_OUTSIDE, messages.QUEUE_OUTSIDE, self._queue_asked)
         scheduler.jobStarted.connect(self._on_started)
         scheduler.jobStepped.connect(self._on_stepped)
         scheduler.jobEnded.connect(self._on_ended)
@@ -61,7 +61,7 @@ class RunCoordinator(QObject):
 
     def queue_prompt_list(self, path: str | Path, outside_files: bool = False) -> list[Job]:
         """Every row of the list, queued; nothing when it cannot be read (said in one line). A list naming files
-        outside its folder is queued only once the user says so (the message's Read them anyway)."""
+        outside its folder is queued only once the user says so (the message's Queue it anyway)."""
         try:
             items = read_prompt_list(path, ListOptions(outside_files=outside_files))
         except OutsideFilesError as exc:

@@ -54,7 +54,7 @@ class SweepCoordinator(QObject):
         self.ray = False  # sweeps go to Ray actors (a running cluster, else a local one)
         self._pending: dict[str, Any] | None = None
         self._asked: tuple[Path, str] | None = None  # (list, seeds) whose outside files the user is asked about
-        reporter.offer(messages.SWEEP_LIST_OUTSIDE, messages.READ_OUTSIDE, self._start_asked)
+        reporter.offer(messages.SWEEP_LIST_OUTSIDE, messages.SWEEP_OUTSIDE, self._start_asked)
         self._ident: int | None = None
         self._timer = QTimer(self, singleShot=True, interval=REFRESH_MS)
         self._timer.timeout.connect(model.refresh)
