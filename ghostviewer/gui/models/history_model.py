@@ -10,9 +10,9 @@ A large runs folder (over LARGE_FOLDER entries: thousands of runs) is read off t
 first, a screenful first and then CHUNK new records at a time: the rows read so far are shown at once and the
 rest follow, so the window never waits on thousands of database opens (a refresh of a folder read before only
 checks each folder's modification times, also off the GUI thread). A folder with a runs index shows its newest
-FIRST_CHUNK rows from it at once (history_scan.first_page: a few ms), then every row in one step, their lines and
-the panel's index made on the worker beside the read (a Listing: the GUI thread copies them). A small folder is
-read in place, as before.
+FIRST_CHUNK rows from it at once (history_scan.first_page: a few ms), then every row in one step, with where each
+row is (a Listing) made on the worker beside the read; no row's words are made until it is drawn (history_rows.Lines).
+A small folder is read in place, as before.
 
 A watch study (the calls a watcher recorded in the user's own program: ghostviewer.watch, `ghostviewer record --`)
 is one row with its calls, kept records and failure rate; its children are its kept calls only, newest first, each
@@ -31,7 +31,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ghostviewer.gui.link.worker import Task, Worker
+from ghostviewer.gui.link.worker import Worker
 from ghostviewer.gui.models.history_entries import (
     BrokenEntry,
     HistoryRow,
@@ -72,7 +72,6 @@ __all__ = [
     "FIRST_CHUNK",
     "LARGE_FOLDER",
     "POLL_MS",
-    "SHOW_AT_ONCE",
     "STUDY_DB_FILES",
     "BrokenEntry",
     "Cache",
@@ -99,28 +98,20 @@ __all__ = [
 log = logging.getLogger("ghostviewer.gui")
 
 FIRST_CHUNK, CHUNK = 40, 400  # new records read in the first chunk (a screenful, fast), then in each next one
-SHOW_AT_ONCE = 400  # more new rows than this from one read: the newest FIRST_CHUNK are shown first
-# ... and the rest once the worker has made their history lines (the window paints the first ones meanwhile)
 POLL_MS = 1000  # a watched folder is read again this often
 
 
-def _with_lines(read: tuple[list[HistoryRow], Cache, bool], lines: dict[str, tuple[HistoryRow, Any]],
-                upto: int | None = None) -> tuple[list[HistoryRow], Cache, bool, dict, Any]:
-    """The read with the history line of each of its first `upto` rows (all: None), made again only for a row
-    that changed, and (all made) their Listing: on the worker, so that thousands of new rows cost the GUI thread
-    nothing to show."""
-    from ghostviewer.gui.models.history_rows import line_of, listing  # it imports this module
+def _indexed(read: tuple[list[HistoryRow], Cache, bool]) -> tuple[list[HistoryRow], Cache, bool, Any]:
+    """The read with where each of its rows is (history_rows.Listing), made on the worker: thousands of new rows
+    then cost the GUI thread nothing per row to show (their lines are made when drawn)."""
+    from ghostviewer.gui.models.history_rows import listing  # it imports this module
 
-    made = {}
-    for row in read[0][:upto]:
-        before = lines.get(row.path)
-        made[row.path] = before if before is not None and before[0] is row else (row, line_of(row, None))
-    return (*read, made, listing(read[0], made) if upto is None or upto >= len(read[0]) else None)
-
+    return (*read, listing(read[0]))
 
 
 class HistoryModel(QObject):
     changed = Signal()
+    searchable = Signal()  # listing.search made (a large folder's rows' search texts, for the filter)
     watchingChanged = Signal(object)  # the folder now watched (refreshed every POLL_MS), or None
 
     def __init__(self, runs_dir: Path, parent: QObject | None = None) -> None:
@@ -131,9 +122,7 @@ class HistoryModel(QObject):
         self.broken: list[BrokenEntry] = []  # folders that cannot be read, with why
         self.rows: list[HistoryRow] = []  # runs, studies and unreadable folders, newest first: the panel's rows
         self.live_run: str | None = None
-        self.lines: dict[str, tuple[HistoryRow, Any]] = {}  # row folder -> (row, its history line), made off
-        # the GUI thread with the read (gui/models/history_rows.py; made with no live run)
-        self.listing: Any = None  # every row's line in order (history_rows.Listing) when the worker made them all
+        self.listing: Any = None  # where each row is (history_rows.Listing), made on the worker with a large read
         self._cache: Cache = {}
         self._reading: Path | None = None  # the folder a background read is reading
         self._paged: bool | None = None  # a large folder's newest rows shown from its runs index (first_page)
@@ -153,7 +142,7 @@ class HistoryModel(QObject):
 
     def _set_folder(self, runs_dir: Path) -> None:
         self.runs_dir = Path(runs_dir)
-        self._cache, self._reading, self.lines, self._paged = {}, None, {}, None
+        self._cache, self._reading, self.listing, self._paged = {}, None, None, None
 
     def watch(self, folder: Path, interval_ms: int = POLL_MS) -> None:
         """Show `folder` and read it again every `interval_ms`, off the GUI thread, while a program writes runs
@@ -201,54 +190,55 @@ class HistoryModel(QObject):
         return self._reading is not None
 
     def _read_more(self) -> None:
-        runs_dir, cache, lines = self.runs_dir, dict(self._cache), dict(self.lines)
+        runs_dir, cache = self.runs_dir, dict(self._cache)
         self._reading = runs_dir
         if self._paged is None and not self._cache and self.watched is None:  # a folder's first read: its
             self._paged = True  # newest rows from its runs index at once (a few ms), then every folder looked at
-            self._worker.submit(("page", runs_dir), lambda _task: _with_lines(
-                (first_page(runs_dir, FIRST_CHUNK), {}, False), {}))
+            self._worker.submit(("page", runs_dir), lambda _task: _indexed((first_page(runs_dir, FIRST_CHUNK), {},
+                                                                            False)))
             return
-        paged = self._paged is True and len(self.rows) <= FIRST_CHUNK  # the page is shown: all lines at once
-        budget = FIRST_CHUNK if not self.rows else CHUNK
-        known = len(self.rows)
-
-        def read(task: Task) -> tuple[list[HistoryRow], Cache, bool, dict]:
-            found = scan(runs_dir, cache, budget, task)
-            many = not paged and len(found[0]) - known > SHOW_AT_ONCE  # a screenful's lines first, the rest next
-            return _with_lines(found, lines, max(known, FIRST_CHUNK) if many else None)
-
-        self._worker.submit(runs_dir, read)
+        budget = FIRST_CHUNK if not self.rows else CHUNK  # records opened (rows from the runs index: all at once)
+        self._worker.submit(runs_dir, lambda task: _indexed(scan(runs_dir, cache, budget, task)))
 
     def _on_read(self, tag: Any, result: Any) -> None:
-        rest = isinstance(tag, tuple)  # ("lines", folder): the lines of a large read's other rows
-        runs_dir = tag[1] if rest else tag
+        kind = tag[0] if isinstance(tag, tuple) else "read"  # "page": the newest rows from the runs index
+        runs_dir = tag[1] if kind != "read" else tag
         if runs_dir != self.runs_dir:
             return  # another folder was chosen meanwhile (its own read is under way)
+        if kind == "search":
+            if isinstance(result, tuple) and self.listing is not None and self.listing.rows is tag[2]:
+                self.listing = self.listing._replace(search=result[0], studies=result[1])
+                self.searchable.emit()
+            return
+        page = kind == "page"
         if isinstance(result, Exception):
             self._reading = None
             log.warning("cannot read the runs folder %s: %s", runs_dir, result)
             return
-        rows, cache, complete, lines, made = result
-        if rest and tag[0] == "page":  # the newest rows from the index: shown, and the whole read next
+        rows, cache, complete, listing = result
+        if page:  # shown, and the whole read next
             if rows:
-                self.lines, self.listing = lines, made
+                self.listing = listing
                 self._apply(rows, self._cache)
             else:
                 self._paged = False  # no index (or nothing in it): read as before, a screenful first
             self._read_more()
             return
-        self.lines, self.listing = lines, made
-        if not rest and len(rows) - len(self.rows) > SHOW_AT_ONCE and len(lines) < len(rows):  # thousands of
-            # new rows whose lines are not all made: a screenful first (after a page: all are made at once)
-            self._reading = runs_dir
-            self._apply(rows[:max(len(self.rows), FIRST_CHUNK)], cache)
-            made = dict(lines)
-            self._worker.submit(("lines", runs_dir), lambda _task: _with_lines((rows, cache, complete), made))
-            return
+        self.listing = listing
         self._reading = None if complete else runs_dir
+        changed = rows is not self.rows
         self._apply(rows, cache)
         if not complete:
             self._read_more()
+        elif changed and self.rows is rows and len(rows) > LARGE_FOLDER:
+            self._search_next(rows)
+
+    def _search_next(self, rows: list[HistoryRow]) -> None:
+        """What the filter searches in each row, made on the worker now the rows are shown (the filter's first
+        pass over 10,000 rows then costs the GUI thread no formatting; a refresh meanwhile cancels it)."""
+        from ghostviewer.gui.models.history_rows import searches  # it imports this module
+
+        self._worker.submit(("search", self.runs_dir, rows), lambda task: searches(rows, task.check))
 
     def _apply(self, rows: list[HistoryRow], cache: Cache) -> None:
         same = len(rows) == len(self.rows) and all(a is b for a, b in zip(rows, self.rows, strict=True))
@@ -257,7 +247,7 @@ class HistoryModel(QObject):
             return  # a poll that found nothing new: the panel is left alone
         self.rows = rows
         if self.listing is not None and self.listing.rows is not rows:
-            self.listing = None  # the lines made for other rows
+            self.listing = None  # made for other rows
         self.entries, self.studies, self.broken = [], [], []
         kinds: dict[type, list] = {RunEntry: self.entries, StudyEntry: self.studies, BrokenEntry: self.broken}
         for row in rows:  # one pass (10,000 rows)

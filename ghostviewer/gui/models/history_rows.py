@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -117,17 +118,24 @@ def _searched(line: Line) -> Line:
     return line._replace(search=" ".join(line.texts).lower())
 
 
-def _run_line(entry: RunEntry, live_run: str | None, when: str | None = None, call: str | None = None,
-              path: str | None = None, tip0: str | None = None) -> Line:
-    """`when`, `call`: a study's child (a watch study's kept call: its time, "call 7")."""
+def _run_parts(entry: RunEntry, live_run: str | None, when: str | None = None,
+               call: str | None = None) -> tuple[tuple[str, ...], str, str, str]:
+    """(the row's texts, its state, its changes' words, its first anomaly's words)."""
     state = entry.state(live_run)
     changes = f"[{' · '.join(entry.changes)}] " if entry.changes else ""
     tag = f"[bundle {entry.bundle}] " if entry.bundle else ""
     source = f"{call} · " if call else f"[{entry.source}] " if entry.source else ""
-    anomaly = anomaly_words(entry.first_anomaly)
+    anomaly = anomaly_words(entry.first_anomaly) if entry.first_anomaly else ""
     warning = "⚠ " if entry.problem else ""
     texts = (when_words(entry.created) if when is None else when, warning + state, str(entry.seed),
              str(entry.steps), source + tag + changes + entry.prompt, anomaly)
+    return texts, state, changes, anomaly
+
+
+def _run_line(entry: RunEntry, live_run: str | None, when: str | None = None, call: str | None = None,
+              path: str | None = None, tip0: str | None = None) -> Line:
+    """`when`, `call`: a study's child (a watch study's kept call: its time, "call 7")."""
+    texts, state, changes, anomaly = _run_parts(entry, live_run, when, call)
     origin = f"\nfrom the bug report {entry.bundle} (a read-only copy in {Path(entry.path).parents[1]})" \
         if entry.bundle else ""
     where = f"\n{entry.source}: a call made by that program, recorded by its watcher" if entry.source else ""
@@ -140,6 +148,14 @@ def _run_line(entry: RunEntry, live_run: str | None, when: str | None = None, ca
                else None, BAD_COLOUR if anomaly else None)
     return Line(entry.path if path is None else path, "run" if when is None else "child", texts, tips, colours,
                 entry.problem, entry.image, search=" ".join(texts).lower())
+
+
+def search_of(row: HistoryRow, live_run: str | None) -> str:
+    """What the filter searches in a row (its line's `search`), made without the rest of its line for a run:
+    the filter's first pass over 10,000 runs whose lines were never made (~3 µs a run, not ~9)."""
+    if isinstance(row, RunEntry):
+        return " ".join(_run_parts(row, live_run)[0]).lower()
+    return line_of(row, live_run).search
 
 
 def _broken_line(entry: BrokenEntry) -> Line:
@@ -187,33 +203,129 @@ def _child_line(child: StudyChild) -> Line:
                           (None, state_colour(state), None, None, None, None)))
 
 
-class Listing(NamedTuple):
-    """Every row's line in order, with what HistoryRows finds them by, made beside a read on the history's worker
-    (no live run): thousands of rows then cost the GUI thread a few list copies to show, not a loop over them."""
+class Lines:
+    """Every row's line, each made when it is first asked for — the rows the view draws, the ones the window or a
+    test reads — and kept: a folder of 10,000 runs costs nothing per row to show (the view needs their count and
+    whether a row has children, not their words). The filter's first pass makes only each row's search text
+    (search_of). A line made before, for the same row (the same object) and, where its words depend on the live
+    run, for the same live run, is taken from the Lines before (a refresh, a watched folder's new rows)."""
 
-    rows: list[HistoryRow]  # the rows these are the lines of (the same objects, in the same order)
-    lines: list[Line]
-    made: dict[str, tuple[HistoryRow, Line]]  # row folder -> (row, its line)
+    def __init__(self, rows: list[HistoryRow], live_run: str | None = None, before: Lines | None = None,
+                 listing: Listing | None = None) -> None:
+        """`listing`: the worker's, for these rows (each row's search text, the studies' lines, when made)."""
+        self.rows, self.live_run = rows, live_run
+        self._lines: list[Line | None] = [None] * len(rows)
+        self._search: list[str | None] | None = None  # made at the filter's first pass
+        self.given: list[str] | None = None  # each row's search text, made on the worker (no live run)
+        self.made: dict[str, tuple[HistoryRow, Line]] = {}  # row folder -> (row, its line): the lines made
+        self._before: dict[str, tuple[HistoryRow, Line]] = {}
+        if before is not None:
+            self._before = dict(before._before)
+            self._before.update(before.made)
+            if before.live_run != live_run:
+                self._before = {p: m for p, m in self._before.items() if not live_sensitive(m[0])}
+        self.formatted = 0  # lines formatted here (not taken from before): what a test counts
+        if listing is not None:
+            self.take(listing)
+
+    def take(self, listing: Listing) -> None:
+        """The worker's search texts and studies' lines for these rows (made with no live run)."""
+        if listing.rows is not self.rows or listing.search is None:
+            return
+        self.given = listing.search
+        for path, (row, line) in (listing.studies or {}).items():
+            if not (self.live_run and live_sensitive(row)):
+                self._before.setdefault(path, (row, line))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, place: int) -> Line:
+        line = self._lines[place]
+        if line is None:
+            if place < 0:
+                place += len(self.rows)
+            row = self.rows[place]
+            before = self._before.get(row.path)
+            if before is not None and before[0] is row:
+                line = before[1]
+            else:
+                line = line_of(row, self.live_run)
+                self.formatted += 1
+            self._lines[place] = line
+            self.made[row.path] = (row, line)
+        return line
+
+    def __iter__(self) -> Iterator[Line]:
+        return (self[place] for place in range(len(self.rows)))
+
+    def path(self, place: int) -> str:
+        return self.rows[place].path
+
+    def child_count(self, place: int) -> int:
+        row = self.rows[place]
+        return len(row.children) if isinstance(row, StudyEntry) else 0
+
+    def child_path(self, place: int, child: int) -> str:
+        return self.rows[place].children[child].path  # type: ignore[union-attr] - a study's
+
+    def search(self, place: int) -> str:
+        """The row's texts in lower case, as the filter searches them."""
+        line = self._lines[place]
+        if line is not None:
+            return line.search
+        if self._search is None:
+            self._search = [None] * len(self.rows)
+        text = self._search[place]
+        if text is None:
+            row, given = self.rows[place], self.given
+            text = self._search[place] = given[place] if given is not None and not (
+                self.live_run and live_sensitive(row)) else search_of(row, self.live_run)
+        return text
+
+
+class Listing(NamedTuple):
+    """Where each of `rows` is, made beside a read on the history's worker: thousands of rows then cost the GUI
+    thread nothing per row to show; and, made on the worker next, what the filter searches in each."""
+
+    rows: list[HistoryRow]  # the rows (the same objects, in the same order)
     top: dict[str, int]  # as HistoryRows._top
     child: dict[str, tuple[int, int]]  # as HistoryRows._child
-    sensitive: list[int]  # the places of the rows whose words depend on the live run
+    search: list[str] | None = None  # search_of(row, None) of each row
+    studies: dict[str, tuple[HistoryRow, Line]] | None = None  # the studies' lines (their children searched too)
 
 
-def listing(rows: list[HistoryRow], made: dict[str, tuple[HistoryRow, Line]]) -> Listing:
-    """The Listing of `rows`, whose lines are all in `made`."""
-    lines = [made[row.path][1] for row in rows]
-    top, child = index_lines(lines)
-    return Listing(rows, lines, made, top, child, [i for i, row in enumerate(rows) if live_sensitive(row)])
+def searches(rows: list[HistoryRow], check: Callable[[], None] | None = None
+             ) -> tuple[list[str], dict[str, tuple[HistoryRow, Line]]]:
+    """(search_of(row, None) of every row, the studies' whole lines) — on the history's worker, once a large
+    folder's rows are shown: the filter's first pass then formats nothing on the GUI thread (a sweep of 10,000
+    runs: its children's texts)."""
+    out, studies = [], {}
+    for place, row in enumerate(rows):
+        if check is not None and place % 500 == 0:
+            check()
+        if type(row) is StudyEntry:
+            line = line_of(row, None)
+            studies[row.path] = (row, line)
+            out.append(line.search)
+        else:
+            out.append(search_of(row, None))
+    return out, studies
 
 
-def index_lines(lines: list[Line]) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+def listing(rows: list[HistoryRow]) -> Listing:
+    return Listing(rows, *index_rows(rows))
+
+
+def index_rows(rows: list[HistoryRow]) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
     """(a row's folder -> its place, a study child's folder -> (its study's place, its place))."""
     top: dict[str, int] = {}
     child: dict[str, tuple[int, int]] = {}
-    for place, line in enumerate(lines):
-        top.setdefault(line.path, place)
-        for j, kid in enumerate(line.children):
-            child.setdefault(kid.path, (place, j))
+    for place, row in enumerate(rows):
+        top.setdefault(row.path, place)
+        if type(row) is StudyEntry:
+            for j, kid in enumerate(row.children):
+                child.setdefault(kid.path, (place, j))
     return top, child
 
 
@@ -239,7 +351,7 @@ class HistoryRows(QStandardItemModel):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.lines: list[Line] = []
+        self.lines: Lines = Lines([])
         self.needle = ""
         self._shown: list[int] = []  # the places in `lines` of the rows shown, in order
         self._shown_children: dict[int, list[int]] = {}  # a study's shown children (filtered); absent: all
@@ -257,11 +369,11 @@ class HistoryRows(QStandardItemModel):
         self.setColumnCount(COLUMNS)  # from the start, and always: the header keeps its widths through resets
 
     # -- contents ---------------------------------------------------------------------------------------
-    def set_lines(self, lines: list[Line], index: tuple[dict[str, int], dict[str, tuple[int, int]]] | None = None
+    def set_lines(self, lines: Lines, index: tuple[dict[str, int], dict[str, tuple[int, int]]] | None = None
                   ) -> None:
-        """`index`: index_lines(lines), when made already (on the worker)."""
+        """`index`: index_rows(lines.rows), when made already (on the worker)."""
         self.lines = lines
-        self._top, self._child = index if index is not None else index_lines(lines)
+        self._top, self._child = index if index is not None else index_rows(lines.rows)
         self._select()
         self._lay_out()
 
@@ -277,14 +389,15 @@ class HistoryRows(QStandardItemModel):
         try:
             self.setRowCount(0)
             self.setRowCount(len(self._shown))
-            for row, place in enumerate(self._shown):
-                children = self.lines[place].children
-                if children:
-                    kids = self._shown_children.get(place)
-                    item = QStandardItem()
-                    item.setColumnCount(COLUMNS)
-                    item.setRowCount(len(children) if kids is None else len(kids))
-                    self.setItem(row, 0, item)
+            lines = self.lines
+            studies = [(row, place) for row, place in enumerate(self._shown) if lines.child_count(place)] \
+                if any(type(r) is StudyEntry for r in lines.rows) else []
+            for row, place in studies:
+                kids = self._shown_children.get(place)
+                item = QStandardItem()
+                item.setColumnCount(COLUMNS)
+                item.setRowCount(lines.child_count(place) if kids is None else len(kids))
+                self.setItem(row, 0, item)
         finally:
             self.blockSignals(False)
         self.endResetModel()
@@ -296,10 +409,11 @@ class HistoryRows(QStandardItemModel):
             self._shown, self._row_of = list(range(len(self.lines))), {}
             return
         shown: list[int] = []
-        for place, line in enumerate(self.lines):
-            own = needle in line.search
-            if line.children and not own:
-                kids = [j for j, child in enumerate(line.children) if needle in child.search]
+        lines = self.lines
+        for place in range(len(lines)):
+            own = needle in lines.search(place)
+            if not own and lines.child_count(place):
+                kids = [j for j, child in enumerate(lines[place].children) if needle in child.search]
                 if kids:
                     self._shown_children[place] = kids
                     shown.append(place)
@@ -357,6 +471,10 @@ class HistoryRows(QStandardItemModel):
         """(the row's place in `lines`, -1) or (its study's place, the child's place), or None."""
         if path in self._top:
             return self._top[path], -1
+        return self._child.get(path)
+
+    def child_place(self, path: str) -> tuple[int, int] | None:
+        """(its study's place, its place) of a study child's folder, or None."""
         return self._child.get(path)
 
     def is_shown(self, top: int, child: int = -1) -> bool:

@@ -19,10 +19,11 @@ A run row's context menu: Open, Compare with… (the next run clicked in the his
 Bisect, Export bug report…; the window connects the requests to the controller's actions. Replay is greyed out,
 with the reason, when `replay_blocker(path)` names one (a bundle's run and weights that are not its own).
 
-A model/view (gui/models/history_rows.py): one plain Line per row, made once per row, served to a QTreeView that
-asks only for the rows on screen (thumbnails are read then); a refresh resets the model and puts back the current
-row, the selection, the studies opened and the scroll position. `tree` also answers the QTreeWidget calls the
-window and the tests make (topLevelItem, currentItem, setCurrentItem, selectedItems...) with HistoryItem handles.
+A model/view (gui/models/history_rows.py): one plain Line per row, made when the row is first drawn (or read),
+served to a QTreeView that asks only for the rows on screen (thumbnails are read then); a refresh resets the model
+and puts back the current row, the selection, the studies opened and the scroll position. `tree` also answers the
+QTreeWidget calls the window and the tests make (topLevelItem, currentItem, setCurrentItem, selectedItems...) with
+HistoryItem handles.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from PySide6.QtWidgets import (
 )
 
 from ghostviewer.gui import messages
-from ghostviewer.gui.models.history_model import HistoryModel, HistoryRow, StudyEntry
+from ghostviewer.gui.models.history_model import HistoryModel, StudyEntry
 from ghostviewer.gui.models.history_rows import (  # noqa: F401 - the names other modules import from here
     BAD_COLOUR,
     BUNDLE_COLOUR,
@@ -62,6 +63,7 @@ from ghostviewer.gui.models.history_rows import (  # noqa: F401 - the names othe
     WATCHED_COLOUR,
     HistoryRows,
     Line,
+    Lines,
     line_of,
     live_sensitive,
     state_colour,
@@ -101,8 +103,6 @@ class HistoryPanel(QWidget):
         self.replay_blocker: Callable[[str], str] | None = None  # why a run cannot be replayed now ("": it can)
         self.compare_from: str | None = None  # run A while the user picks run B
         self.shown: str | None = None  # the run the window shows (its row is the current one)
-        self._lines: dict[str, tuple[HistoryRow, Line]] = {}  # row folder -> (row, its line), reused
-        self._made_live: str | None = None  # the live run the lines were made for (a row may say "running")
         self._quiet = False  # the current row is being put back (not picked by the user)
         self._expanded: set[str] = set()  # the studies the user opened (kept across refreshes)
         self._collapsed: set[str] = set()  # the studies the user closed (a watch study opens by itself)
@@ -125,6 +125,7 @@ class HistoryPanel(QWidget):
         layout.addLayout(watch_line)
         layout.addWidget(self.tree)
         model.changed.connect(self._rebuild)
+        model.searchable.connect(self._take_search)
         model.watchingChanged.connect(self._show_watching)
         self.filter.textChanged.connect(self._apply_filter)
         self.refresh_button.clicked.connect(model.refresh)
@@ -162,57 +163,24 @@ class HistoryPanel(QWidget):
     def _items(self) -> list[HistoryItem]:
         """Every row, top level and children (hidden ones too), in display order."""
         items: list[HistoryItem] = []
-        for line in self.rows.lines:
-            items.append(self.tree.item((line.path, None)))
-            items.extend(self.tree.item((line.path, child.path)) for child in line.children)
+        lines = self.rows.lines
+        for place in range(len(lines)):
+            path = lines.path(place)
+            items.append(self.tree.item((path, None)))
+            items.extend(self.tree.item((path, lines.child_path(place, j))) for j in range(lines.child_count(place)))
         return items
 
-    def _prepared(self) -> list[Line] | None:
-        """The lines the worker made for every row (model.listing), those whose words depend on the live run made
-        again for it: no loop over thousands of rows on the GUI thread. None when there is no listing."""
-        listing, live = self.model.listing, self.model.live_run
-        if listing is None or listing.rows is not self.model.rows:
-            return None
-        lines, made = listing.lines, listing.made
-        if live and listing.sensitive:
-            lines, made = list(lines), dict(made)
-            for place in listing.sensitive:
-                row = listing.rows[place]
-                lines[place] = line_of(row, live)
-                made[row.path] = (row, lines[place])
-        self._lines, self._made_live = made, live
-        return lines
-
-    def _make_lines(self) -> list[Line]:
-        """A line per row: an unchanged row (rows are immutable: the same object is the same row) keeps its line,
-        and one whose words depend on the live run is made again when that changed."""
-        live = self.model.live_run
-        moved = live != self._made_live
-        old, made, premade = self._lines, {}, self.model.lines  # premade: on the history's worker, no live run
-        lines = []
-        for row in self.model.rows:
-            before = old.get(row.path)
-            if before is not None and before[0] is row and not (moved and live_sensitive(row)):
-                line = before[1]
-            else:
-                ready = premade.get(row.path)
-                fits = ready is not None and ready[0] is row and not (live and live_sensitive(row))
-                line = ready[1] if fits else line_of(row, live)
-            made[row.path] = (row, line)
-            lines.append(line)
-        self._lines, self._made_live = made, live
-        return lines
-
     def _rebuild(self) -> None:
-        """The tree from the model's rows; the current row, the selection, the studies opened and the scroll
-        position as they were (a watched folder's refresh moves nothing on screen)."""
+        """The tree from the model's rows (their lines made when drawn: history_rows.Lines); the current row, the
+        selection, the studies opened and the scroll position as they were (a watched folder's refresh moves
+        nothing on screen)."""
         state = self._state_before()
-        prepared = self._prepared()
-        lines = self._make_lines() if prepared is None else prepared
-        listing = self.model.listing
+        rows, listing = self.model.rows, self.model.listing
+        mine = listing is not None and listing.rows is rows
+        lines = Lines(rows, self.model.live_run, self.rows.lines, listing if mine else None)
         self._quiet = True
-        try:  # the listing's index fits its lines whichever the live run (a line made again keeps its path)
-            self.rows.set_lines(lines, None if prepared is None else (listing.top, listing.child))
+        try:  # the worker's index of these rows, when it made one (a large folder's read)
+            self.rows.set_lines(lines, (listing.top, listing.child) if mine else None)
             self.tree.forget_handles()
             self._put_back(state)
         finally:
@@ -220,6 +188,11 @@ class HistoryPanel(QWidget):
         if self.shown is not None:
             self.show_current(self.shown, scroll=False)
         self._restore_view(state[2])
+
+    def _take_search(self) -> None:
+        listing = self.model.listing
+        if listing is not None:
+            self.rows.lines.take(listing)
 
     def _state_before(self) -> tuple[Key | None, list[Key], View]:
         current = self.tree.key_of(self.tree.currentIndex())
@@ -346,8 +319,8 @@ class HistoryPanel(QWidget):
         where = self.rows.place(path) or self.rows.place(str(Path(path)))
         if where is None:
             return None
-        top = self.rows.lines[where[0]]
-        return self.tree.item((top.path, None if where[1] < 0 else top.children[where[1]].path))
+        lines = self.rows.lines
+        return self.tree.item((lines.path(where[0]), None if where[1] < 0 else lines.child_path(*where)))
 
     def _index_of(self, path: str | None) -> QModelIndex:
         if path is None:

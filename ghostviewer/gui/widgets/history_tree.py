@@ -29,8 +29,11 @@ class HistoryItem:
             return None
         if child_path is None:
             return top[0], -1
-        children = rows.lines[top[0]].children
-        j = next((j for j, c in enumerate(children) if c.path == child_path), None)
+        indexed = rows.child_place(child_path)
+        if indexed is not None and indexed[0] == top[0]:
+            return indexed
+        lines = rows.lines
+        j = next((j for j in range(lines.child_count(top[0])) if lines.child_path(top[0], j) == child_path), None)
         return None if j is None else (top[0], j)
 
     def line(self) -> Line | None:
@@ -131,8 +134,9 @@ class HistoryTree(QTreeView):
         place = self.rows.place_of(index)
         if place is None:
             return None
-        top = self.rows.lines[place[0]]
-        return (top.path, None) if place[1] < 0 else (top.path, top.children[place[1]].path)
+        lines = self.rows.lines
+        top = lines.path(place[0])
+        return (top, None) if place[1] < 0 else (top, lines.child_path(*place))
 
     def item_of_index(self, index: QModelIndex) -> HistoryItem | None:
         key = self.key_of(index)
@@ -148,7 +152,7 @@ class HistoryTree(QTreeView):
         return len(self.rows.lines)
 
     def topLevelItem(self, i: int) -> HistoryItem | None:  # noqa: N802
-        return self.item((self.rows.lines[i].path, None)) if 0 <= i < len(self.rows.lines) else None
+        return self.item((self.rows.lines.path(i), None)) if 0 <= i < len(self.rows.lines) else None
 
     def currentItem(self) -> HistoryItem | None:  # noqa: N802
         return self.item_of_index(self.currentIndex())
