@@ -127,6 +127,8 @@ def run_sweep(
         if items is None:
             raise GhostError("a sweep needs a prompt list (or a sweep study to resume)")
         seed_list = parse_seed_spec("0-9" if seeds is None else seeds)
+        if pipeline is None:
+            _check_source(str(source))
         items, provenance = frozen_list(items, list_options)
         base = RunSpec(prompt="", negative_prompt=negative, steps=steps, guidance=guidance,
                            scheduler=scheduler, device=device, dtype=dtype, bypass=names(bypass),
@@ -137,6 +139,8 @@ def run_sweep(
                          tensors_every, fingerprints, {"list_provenance": provenance} if provenance else {})
         study = None
     _check_interventions(spec.base)
+    if pipeline is None and study is not None:  # a new sweep's was checked before its list was read
+        _check_source(spec.base.source)
     total = count_jobs(spec.items, spec.seeds, spec.base)  # checks the whole list (each row's run) before anything runs
     created = study is None
     if study is None:
@@ -161,6 +165,16 @@ def _source_name(source: str, pipeline: Any) -> str:
     if isinstance(pipeline, LoadedPipeline):
         return pipeline.source
     return str(source) if pipeline is None else f"<in-memory {type(pipeline).__name__}>"
+
+
+def _check_source(source: str) -> None:
+    """A pipeline that is not there is refused before the list is read (a 100,000-row list takes seconds)."""
+    from ghostviewer.engine.loading.hub_cache import read_model_index
+    from ghostviewer.engine.loading.pipelines import classify_source
+
+    kind, location = classify_source(source)
+    if kind == "folder":
+        read_model_index(location)
 
 
 def _check_interventions(base: RunSpec) -> None:
