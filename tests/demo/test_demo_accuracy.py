@@ -44,8 +44,12 @@ def held_out_result(demo_pipe) -> dict:  # noqa: ANN001
 
     combos = shapes.held_out_combos()
     assert len(combos) >= 24
-    # one batch: the same images as one call per seed (each sample has its own generator), at ~70 % of the CPU
-    return evaluate_demo(demo_pipe, combos, seeds=SEEDS, steps=20, batch_size=len(combos) * len(SEEDS))
+    # one batch: the same images as one call per seed (each sample has its own generator), at ~70 % of the CPU.
+    # 10 steps, half the demo's default, at half the CPU: the accuracies hold with room (measured on the 60 images:
+    # background and colour 1.0, shape 0.93, position 1.0 — at 20 steps shape 0.98) and every verdict score stays
+    # well inside its threshold (lowest std 0.061 vs 0.02, highest cast 0.22 vs 0.3); at 8 steps a bad verdict
+    # appears. The seed-spread test below keeps 20: its spread halves at 10 steps.
+    return evaluate_demo(demo_pipe, combos, seeds=SEEDS, steps=10, batch_size=len(combos) * len(SEEDS))
 
 
 @pytest.mark.slow
