@@ -227,13 +227,21 @@ def judging_view(baseline: Baseline, plan: MatchPlan) -> Baseline:
     the phases judged, per-pixel statistics, and the architecture margins when the weights differ."""
     if plan.match == "exact":
         return baseline
-    margins: dict[str, float] = {}
-    if plan.weights_differ:
-        margins = {"margin": max(baseline.margin, ARCH_MARGIN),
-                   "channel_margin": max(baseline.channel_margin, ARCH_CHANNEL_MARGIN),
-                   "colour_margin": max(baseline.colour_margin, ARCH_COLOUR_MARGIN)}
-    view = replace(baseline, run_steps=plan.run_steps, phases=None if plan.phases == ALL_PHASES else plan.phases,
-                   per_pixel=plan.per_pixel, **margins)
+    # A view is read-only and depends only on these: kept on the stored baseline (which the store caches), so a
+    # sweep's runs of one kind share it instead of recomputing every envelope's limits per run.
+    views: dict[tuple[Any, ...], Baseline] = vars(baseline).setdefault("_judging_views", {})
+    key = (plan.run_steps, plan.phases, plan.per_pixel, plan.weights_differ, baseline.margin,
+           baseline.channel_margin, baseline.colour_margin, len(baseline.modules), len(baseline.channels))
+    view = views.get(key)
+    if view is None:
+        margins: dict[str, float] = {}
+        if plan.weights_differ:
+            margins = {"margin": max(baseline.margin, ARCH_MARGIN),
+                       "channel_margin": max(baseline.channel_margin, ARCH_CHANNEL_MARGIN),
+                       "colour_margin": max(baseline.colour_margin, ARCH_COLOUR_MARGIN)}
+        view = replace(baseline, run_steps=plan.run_steps,
+                       phases=None if plan.phases == ALL_PHASES else plan.phases, per_pixel=plan.per_pixel, **margins)
+        views[key] = view
     view.path = baseline.path
     return view
 

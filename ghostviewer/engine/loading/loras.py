@@ -143,7 +143,9 @@ def _check_keys(pipe: Any, flag: str, shapes: dict[str, tuple[int, ...]],
         if loadable and component not in loadable:
             raise GhostError(f"{flag}: its key {key!r} is for the {component}, which diffusers loads no LoRA into on "
                              f"{type(pipe).__name__} (only {', '.join(loadable)})")
-        tree = named.setdefault(component, dict(modules[component].named_modules()))
+        if component not in named:  # walked once per component (setdefault would walk it for every key)
+            named[component] = dict(modules[component].named_modules())
+        tree = named[component]
         path = _module_path(rest)
         module = tree.get(path) or tree.get(f"{path}.0")  # to_out_lora: to_out.0
         if module is None:
