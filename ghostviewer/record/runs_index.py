@@ -21,7 +21,7 @@ import sqlite3
 import stat
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -156,19 +156,29 @@ def read_row(folder: Path) -> RunRow:
     return _row_from_values(meta, image, problem)
 
 
-_FIELDS = frozenset(f.name for f in fields(RunRow))
+_NAMES = tuple(f.name for f in fields(RunRow))
+_FIELDS = frozenset(_NAMES)
 
 
 def _encode(row: RunRow) -> str:
-    return schema.dumps(asdict(row))
+    """The row's values in RunRow's order, a JSON array: parsed in a third of the time of an object with its keys
+    (10,000 rows listed). Rows written as objects (before) read as well, and are written again as arrays."""
+    return schema.dumps([getattr(row, name) for name in _NAMES])
 
 
 def _decode(text: str) -> RunRow | None:
     try:
-        value = json.loads(text)
-        return RunRow(**value) if isinstance(value, dict) else None
+        return _row_of(json.loads(text))
     except (ValueError, TypeError):
         return None  # a damaged or foreign row: read from the record again
+
+
+def _row_of(value: object) -> RunRow | None:
+    if type(value) is list and len(value) == len(_NAMES):
+        row = object.__new__(RunRow)  # (its __init__ is the frozen dataclass's: a setattr a field)
+        row.__dict__.update(zip(_NAMES, value))
+        return row
+    return RunRow(**value) if isinstance(value, dict) else None
 
 
 _PARSE_ROWS = 256  # rows parsed in one call: one parse of 10,000 would hold the GIL (the window's thread) ~50 ms
@@ -191,15 +201,20 @@ def _decode_some(texts: list[str]) -> list[RunRow | None]:
     if len(values) != len(texts):  # a row that was not one JSON value (e.g. "1, 2")
         return [_decode(text) for text in texts]
     rows: list[RunRow | None] = []
-    new, fields = object.__new__, _FIELDS
+    new, names, count, fields = object.__new__, _NAMES, len(_NAMES), _FIELDS
     for value in values:
-        if isinstance(value, dict) and value.keys() == fields:  # a row this version wrote: every field, no other
+        if type(value) is list and len(value) == count:  # a row this version wrote
             row = new(RunRow)  # (its __init__ is the frozen dataclass's: a setattr a field, 10,000 rows ~40 ms)
+            row.__dict__.update(zip(names, value))
+            rows.append(row)
+            continue
+        if isinstance(value, dict) and value.keys() == fields:  # written as an object (before): every field
+            row = new(RunRow)
             row.__dict__.update(value)
             rows.append(row)
             continue
         try:
-            rows.append(RunRow(**value) if isinstance(value, dict) else None)
+            rows.append(_row_of(value))
         except TypeError:
             rows.append(None)
     return rows
@@ -351,15 +366,19 @@ def list_rows(runs_dir: Path, folders: Iterable[Folder | tuple[Folder, int | Non
         wanted = [each if isinstance(each, tuple) else (each, None) for each in folders]
         prefix = home + os.sep
         cut = len(prefix)
-        hits = []
+        hits, names = [], []
         for folder, _ in wanted:  # a child's name cut from its path string (basename costs 10,000 calls ~10 ms)
             tail = folder[cut:] if isinstance(folder, str) and folder.startswith(prefix) else ""
-            hits.append(known.get(tail if tail and os.sep not in tail else os.path.basename(os.fspath(folder))))
+            name = tail if tail and os.sep not in tail else os.path.basename(os.fspath(folder))
+            names.append(name)
+            hits.append(known.get(name))
         decoded = iter(_decode_all([hit[1] for hit in hits if hit is not None]))
-        for (folder, mtime), hit in zip(wanted, hits, strict=True):
+        for (folder, mtime), hit, name in zip(wanted, hits, names, strict=True):
             row = next(decoded) if hit is not None else None
             if row is not None and mtime is not None and row.status in FINISHED and hit[0] == f"{mtime}:0":
                 rows.append((folder, (mtime, 0), row))  # the common case, inline (10,000 rows)
+                if hit[1].startswith("{") and os.path.dirname(os.fspath(folder)) == home:
+                    fresh.append((name, (mtime, 0), row))  # written as an object before: again, as an array
                 continue
             now = stamp(folder, None if row is None else row.status, mtime)
             if row is not None and hit is not None and hit[0] != _stamp_text(now):
@@ -380,6 +399,8 @@ def list_rows(runs_dir: Path, folders: Iterable[Folder | tuple[Folder, int | Non
                 now = stamp(folder, row.status)
                 if os.path.dirname(os.fspath(folder)) == home:
                     fresh.append((os.path.basename(os.fspath(folder)), now, row))
+            elif hit is not None and hit[1].startswith("{") and os.path.dirname(os.fspath(folder)) == home:
+                fresh.append((name, now, row))  # written as an object before: again, as an array
             rows.append((folder, now, row))
         index.put(fresh)
     return rows, unreadable, left

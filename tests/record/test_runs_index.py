@@ -146,7 +146,7 @@ def test_a_tampered_row_cannot_point_outside_its_run(tmp_path: Path) -> None:
         (st, text), = index.rows().values()
         row = json.loads(text)
         for image in ("../../etc/passwd", "/etc/passwd", "images/../../x.png"):
-            row["image"] = image
+            row[ri._NAMES.index("image")] = image  # the row's values in RunRow's order
             index._conn.execute("UPDATE runs SET row = ?", (json.dumps(row),))
             (folder, _, listed), = list_rows(tmp_path)[0]
             assert listed.image_path(folder) is None
@@ -179,3 +179,23 @@ def test_the_history_lists_the_same_rows_from_the_index(tmp_path: Path) -> None:
     for row in rows:
         assert row == read_entry(Path(row.path))
     assert rows[1].changes == ("ghost: nan-latents",) and rows[0].verdict == "nan"
+
+
+def test_a_row_written_as_an_object_before_is_read_and_written_again_as_an_array(tmp_path: Path,
+                                                                                 opened: list[Path]) -> None:
+    """Rows are JSON arrays in RunRow's order (a third of the parse of objects, 10,000 rows listed); an index
+    whose rows are objects (written before) lists the same rows, opens no record, and holds arrays afterwards."""
+    ensure(tmp_path)
+    _run(tmp_path, "run-a", label="nan")
+    with RunsIndex(tmp_path) as index:
+        (st, text), = index.rows().values()
+        assert isinstance(json.loads(text), list)
+        as_object = json.dumps(dict(zip(ri._NAMES, json.loads(text), strict=True)))
+        index._conn.execute("UPDATE runs SET row = ?", (as_object,))
+    (_, _, listed), = list_rows(tmp_path)[0]
+    assert (listed.verdict, listed.prompt, listed.first_anomaly["kind"]) == ("nan", "prompt of run-a", "nan")
+    assert opened == []
+    with RunsIndex(tmp_path) as index:
+        (st_after, text_after), = index.rows().values()
+    assert st_after == st and json.loads(text_after) == json.loads(text)
+    assert list_rows(tmp_path)[0][0][2] == listed and opened == []

@@ -46,6 +46,13 @@ THUMB_CACHE = 2000  # thumbnails kept (the rows drawn last)
 SERVED = frozenset({Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.ForegroundRole,
                     Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.SizeHintRole, Qt.ItemDataRole.FontRole, PATH_ROLE,
                     KIND_ROLE, PROBLEM_ROLE, IMAGE_ROLE, SEARCH_ROLE})
+# the roles as plain ints: a paint asks ~300 times a page, and comparing with a Qt enum member costs ~10x an int's
+_DISPLAY, _DECORATION, _FOREGROUND, _TOOLTIP, _SIZE_HINT, _FONT = (int(role) for role in (
+    Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.ForegroundRole,
+    Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.SizeHintRole, Qt.ItemDataRole.FontRole))
+_PATH, _KIND, _PROBLEM, _IMAGE, _SEARCH = (int(role) for role in (PATH_ROLE, KIND_ROLE, PROBLEM_ROLE, IMAGE_ROLE,
+                                                                   SEARCH_ROLE))
+_SERVED = frozenset(int(role) for role in SERVED)
 NO_COLOURS: tuple[str | None, ...] = (None,) * COLUMNS
 NO_TIPS: tuple[str, ...] = ("",) * COLUMNS
 
@@ -358,6 +365,7 @@ class HistoryRows(QStandardItemModel):
         self._row_of: dict[int, int] = {}  # place in `lines` -> shown row (filtered); empty: the same
         self._top: dict[str, int] = {}  # a row's folder -> its place in `lines`
         self._child: dict[str, tuple[int, int]] = {}  # a study child's folder -> (its study's place, its place)
+        self._flat = True  # no shown row has children (data() needs no index.parent())
         self.row_size = QSize(THUMB_PX, THUMB_PX + 2)
         self._thumbs: OrderedDict[str, QIcon | None] = OrderedDict()  # final image → its thumbnail (None:
         # unreadable), the THUMB_CACHE drawn last: 10,000 rows scrolled through keep memory (and the collector) flat
@@ -392,6 +400,7 @@ class HistoryRows(QStandardItemModel):
             lines = self.lines
             studies = [(row, place) for row, place in enumerate(self._shown) if lines.child_count(place)] \
                 if any(type(r) is StudyEntry for r in lines.rows) else []
+            self._flat = not studies  # no row has children: every index is a top-level row's
             for row, place in studies:
                 kids = self._shown_children.get(place)
                 item = QStandardItem()
@@ -522,40 +531,49 @@ class HistoryRows(QStandardItemModel):
             return HEADERS[section]
         return None
 
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
-        if role not in SERVED:  # most of what a paint asks (alignment, background, check state...): at once
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = _DISPLAY) -> object:
+        if role not in _SERVED:  # most of what a paint asks (alignment, background, check state...): at once
             return None
-        line = self.line(index)
-        if line is None:
-            return None
-        if role == Qt.ItemDataRole.DecorationRole:  # asked for the rows drawn only
+        if self._flat:  # every row top-level: no parent() to ask (~300 calls a page drawn)
+            if not index.isValid():
+                return None
+            top = index.row()
+            line = self.lines[self._shown[top] if self.needle else top]
+        else:
+            line = self.line(index)
+            if line is None:
+                return None
+        if role == _DISPLAY:
+            return line.texts[index.column()]
+        if role == _DECORATION:  # asked for the rows drawn only
             return self._thumbnail_later(line.image, index) if index.column() == 0 and line.image else None
         return self.line_data(line, index.column(), role)
 
     def line_data(self, line: Line, column: int, role: int) -> object:
-        if role == Qt.ItemDataRole.DisplayRole:
+        role = int(role)
+        if role == _DISPLAY:
             return line.texts[column]
-        if role == Qt.ItemDataRole.DecorationRole:
+        if role == _DECORATION:
             return self.thumbnail(line.image) if column == 0 and line.image else None
-        if role == Qt.ItemDataRole.ForegroundRole:
+        if role == _FOREGROUND:
             colour = line.colours[column]
             return _brush(colour) if colour else None
-        if role == Qt.ItemDataRole.ToolTipRole:
+        if role == _TOOLTIP:
             return line.tips[column] or None
-        if role == Qt.ItemDataRole.SizeHintRole:
+        if role == _SIZE_HINT:
             return self.row_size if column == 0 else None
-        if role == Qt.ItemDataRole.FontRole:
+        if role == _FONT:
             return self._bold if column == 4 and line.bold else None
         if column != 0:
             return None
-        if role == PATH_ROLE:
+        if role == _PATH:
             return line.path
-        if role == KIND_ROLE:
+        if role == _KIND:
             return line.kind
-        if role == PROBLEM_ROLE:
+        if role == _PROBLEM:
             return line.problem
-        if role == IMAGE_ROLE:
+        if role == _IMAGE:
             return line.image
-        if role == SEARCH_ROLE:
+        if role == _SEARCH:
             return line.search
         return None
