@@ -19,7 +19,7 @@ from .disk import DiskFull, disk_full, is_disk_full
 from .errors import RecordError
 from .lock import LOCK_NAME, WriterLock, refuse_links
 from .sqlite_store import StoreWriter, connect
-from .study_reader import StudyRecord
+from .study_reader import SUMMARY_ROLE, StudyRecord
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -168,6 +168,15 @@ class StudyWriter(StoreWriter):
             raise RecordError(f"study {self.study_id} already has a run with key {text}") from exc
         conn.commit()
         return position
+
+    @_space
+    def demote(self, run_dir: str | Path, note: str) -> int:
+        """A kept run whose record was deleted afterwards (a watch study's ring or max_bytes): its row becomes a
+        summary row saying why. Returns how many rows changed (0: no such run)."""
+        changed = self.conn.execute("UPDATE runs SET role = ?, note = ? WHERE run_dir = ? AND role != ?",
+                                    (SUMMARY_ROLE, str(note), self._stored_dir(run_dir), SUMMARY_ROLE)).rowcount
+        self.conn.commit()
+        return int(changed)
 
     def done_keys(self) -> set[str]:
         """Canonical keys (study_schema.canonical_key) of the runs already recorded: what resume skips."""

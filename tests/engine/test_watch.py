@@ -213,6 +213,11 @@ def test_every_nth_call_and_the_ring(demo_loaded, runs_dir: Path) -> None:
             _call(pipe, seed=seed, output_type="np")
     study = StudyRecord(ring.summary()["study_dir"])
     assert len(list(study.runs_dir.iterdir())) == 1 and ring.summary()["calls"] == 3
+    # The calls the ring deleted afterwards read as not kept everywhere: their dicts, the counts, the study's rows.
+    assert [(r["kept"], r.get("evicted", False)) for r in ring.runs] == [(False, True), (False, True), (True, False)]
+    assert ring.runs[0]["run_dir"] is None and ring.summary()["kept"] == 1
+    assert [(r.role, r.note) for r in study.runs()] == [("summary", "evicted (ring or max_bytes)")] * 2 + \
+        [("member", "")]
     with ghostviewer.watch(pipe, runs_dir=runs_dir, max_bytes=1) as capped:
         for seed in range(2):
             _call(pipe, seed=seed, output_type="np")

@@ -57,6 +57,7 @@ from ghostviewer.record import RecordError, RunRecord, StudyWriter
 
 log = logging.getLogger(__name__)
 RUNS_IN_MEMORY = 1000  # `runs` holds the last this many calls' dicts; summary() counts every call
+EVICTED_NOTE = "evicted (ring or max_bytes)"
 PROGRESS_EVERY_S = 1.0  # the study's progress and result are written at most this often (and at the end)
 _local = threading.local()  # a watched call on this thread (a pipeline calling another inside is not a new call)
 
@@ -335,16 +336,20 @@ class Watcher:
         summary.update(kept=keep and run_dir not in evicted, call_index=index)
         if not summary["kept"]:
             summary.update(run_dir=None, image=None, images=[])
+        evicted_dirs = [str(p) for p in evicted if p != run_dir]
         with self._lock:
             self._counts["kept"] += bool(summary["kept"])
             self._counts["failed"] += bool(bad)
+            for earlier in self._runs if evicted_dirs else ():  # kept before, deleted now by the ring or max_bytes
+                if earlier.get("run_dir") in evicted_dirs:
+                    earlier.update(kept=False, run_dir=None, image=None, images=[], evicted=True)
+                    self._counts["kept"] -= 1
             self._runs.append(summary)
             counts = self._counts_now()
         stored = run_dir if run_dir is not None else self._study.runs_dir / f"call-{index:06d}"
         role = "member" if summary["kept"] else "summary"
-        note = "" if summary["kept"] else ("evicted (ring or max_bytes)" if keep else "not kept (healthy)")
+        note = "" if summary["kept"] else (EVICTED_NOTE if keep else "not kept (healthy)")
         row = {k: summary.get(k) for k in ("status", "verdict", "first_anomaly")}
-        evicted_dirs = [str(p) for p in evicted if p != run_dir]
 
         line = self._summary_line(counts)
 
@@ -352,6 +357,7 @@ class Watcher:
             try:
                 self._study.add_run(stored, {"call": index}, role=role, summary=row, note=note)
                 for path in evicted_dirs:
+                    self._study.demote(path, EVICTED_NOTE)
                     self._study.event("evicted", f"record deleted to honour ring/max_bytes: {path}", run_dir=path)
             except (RecordError, OSError, ValueError) as exc:
                 log.warning("ghostviewer: the watch study could not take call %d: %s", index, exc)
