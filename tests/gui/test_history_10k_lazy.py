@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ghostviewer.gui.models import history_model
+from ghostviewer.gui.models import history_model, history_rows
 from ghostviewer.gui.models.history_model import HistoryModel, RunEntry, StudyEntry
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
@@ -110,3 +110,60 @@ def test_the_filters_first_pass_formats_nothing_and_finds_runs_and_a_studys_run(
     panel.filter.setText("")
     assert panel.shown_count() == RUNS + 1
     assert gui_opens == []
+
+
+def test_a_refresh_makes_words_again_only_for_the_new_run(qtbot, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A refresh keeps the rows unchanged (the same objects): their lines and search texts are kept, and only the
+    run written since is formatted and searched."""
+    ensure(tmp_path)
+    count = RUNS // 3 + 10
+    for k in range(count):
+        write_listed_run(tmp_path, k, f"a green square #{k}", k)
+    searched: list[str] = []
+    real = history_rows.search_of
+
+    def spied(row, live_run):  # noqa: ANN001, ANN202 - search_of's own
+        searched.append(row.path)
+        return real(row, live_run)
+
+    monkeypatch.setattr(history_rows, "search_of", spied)
+    model = HistoryModel(tmp_path)
+    panel = HistoryPanel(model)
+    qtbot.addWidget(panel)
+    panel.resize(700, 320)
+    panel.show()
+    qtbot.waitExposed(panel)
+    model.refresh()
+    qtbot.waitUntil(lambda: not model.loading and model.listing is not None and model.listing.search is not None,
+                    timeout=60_000)
+    assert len(searched) == count
+    qtbot.waitUntil(lambda: panel.rows.lines.formatted > 0, timeout=5_000)
+    searched.clear()
+    new = write_listed_run(tmp_path, count, "a new run", 1)
+    model.refresh()
+    qtbot.waitUntil(lambda: not model.loading and panel.row_count() == count + 1 and model.listing is not None
+                    and model.listing.search is not None, timeout=60_000)
+    assert searched == [str(new)], "only the new run's search text made"
+    lines = panel.rows.lines
+    qtbot.waitUntil(lambda: lines.formatted > 0, timeout=5_000)
+    qtbot.wait(50)
+    assert lines.formatted == 1 and lines[0].texts[4] == "a new run", "the rows drawn before kept their lines"
+    panel.filter.setText("new run")
+    assert panel.shown_count() == 1 and len(searched) == 1
+
+
+def test_the_workers_search_texts_give_way_to_the_live_run_for_the_rows_it_changes() -> None:
+    """The worker makes each row's search text with no live run; a run shown live reads 'running', not
+    'incomplete', for the filter too (its text made again; the others taken as they are)."""
+    def run(name: str, status: str) -> RunEntry:
+        return RunEntry(f"/runs/{name}", name, "2026-12-01T10:00:00+00:00", f"prompt {name}", 1, 2, status, "ok",
+                        None)
+
+    rows: list = [run("b", "running"), run("a", "done")]
+    search, studies, sensitive = history_rows.searches(rows)
+    assert sensitive == [0] and "incomplete" in search[0]
+    listing = history_rows.Listing(rows, {}, {}, search, studies, sensitive)
+    live = history_rows.Lines(rows, "/runs/b", listing=listing)
+    texts = live.all_search()
+    assert "running" in texts[0] and "incomplete" not in texts[0] and texts[1] is search[1]
+    assert history_rows.Lines(rows, None, listing=listing).all_search() is search and live.formatted == 0

@@ -123,6 +123,7 @@ class HistoryModel(QObject):
         self.rows: list[HistoryRow] = []  # runs, studies and unreadable folders, newest first: the panel's rows
         self.live_run: str | None = None
         self.listing: Any = None  # where each row is (history_rows.Listing), made on the worker with a large read
+        self._searched: tuple[list[HistoryRow], list[str]] | None = None  # rows and the search texts made for them
         self._cache: Cache = {}
         self._reading: Path | None = None  # the folder a background read is reading
         self._paged: bool | None = None  # a large folder's newest rows shown from its runs index (first_page)
@@ -142,7 +143,7 @@ class HistoryModel(QObject):
 
     def _set_folder(self, runs_dir: Path) -> None:
         self.runs_dir = Path(runs_dir)
-        self._cache, self._reading, self.listing, self._paged = {}, None, None, None
+        self._cache, self._reading, self.listing, self._paged, self._searched = {}, None, None, None, None
 
     def watch(self, folder: Path, interval_ms: int = POLL_MS) -> None:
         """Show `folder` and read it again every `interval_ms`, off the GUI thread, while a program writes runs
@@ -207,7 +208,8 @@ class HistoryModel(QObject):
             return  # another folder was chosen meanwhile (its own read is under way)
         if kind == "search":
             if isinstance(result, tuple) and self.listing is not None and self.listing.rows is tag[2]:
-                self.listing = self.listing._replace(search=result[0], studies=result[1])
+                self.listing = self.listing._replace(search=result[0], studies=result[1], sensitive=result[2])
+                self._searched = (tag[2], result[0])
                 self.searchable.emit()
             return
         page = kind == "page"
@@ -238,7 +240,8 @@ class HistoryModel(QObject):
         pass over 10,000 rows then costs the GUI thread no formatting; a refresh meanwhile cancels it)."""
         from ghostviewer.gui.models.history_rows import searches  # it imports this module
 
-        self._worker.submit(("search", self.runs_dir, rows), lambda task: searches(rows, task.check))
+        before = self._searched  # the last texts made: kept for the rows unchanged (a watched folder's new runs)
+        self._worker.submit(("search", self.runs_dir, rows), lambda task: searches(rows, task.check, before))
 
     def _apply(self, rows: list[HistoryRow], cache: Cache) -> None:
         same = len(rows) == len(self.rows) and all(a is b for a, b in zip(rows, self.rows, strict=True))

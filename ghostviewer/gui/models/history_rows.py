@@ -224,6 +224,7 @@ class Lines:
         self._lines: list[Line | None] = [None] * len(rows)
         self._search: list[str | None] | None = None  # made at the filter's first pass
         self.given: list[str] | None = None  # each row's search text, made on the worker (no live run)
+        self._sensitive: list[int] = []  # the places of the rows whose words depend on the live run
         self.made: dict[str, tuple[HistoryRow, Line]] = {}  # row folder -> (row, its line): the lines made
         self._before: dict[str, tuple[HistoryRow, Line]] = {}
         if before is not None:
@@ -239,7 +240,7 @@ class Lines:
         """The worker's search texts and studies' lines for these rows (made with no live run)."""
         if listing.rows is not self.rows or listing.search is None:
             return
-        self.given = listing.search
+        self.given, self._sensitive = listing.search, listing.sensitive or []
         for path, (row, line) in (listing.studies or {}).items():
             if not (self.live_run and live_sensitive(row)):
                 self._before.setdefault(path, (row, line))
@@ -276,6 +277,18 @@ class Lines:
     def child_path(self, place: int, child: int) -> str:
         return self.rows[place].children[child].path  # type: ignore[union-attr] - a study's
 
+    def all_search(self) -> list[str]:
+        """Every row's search text, in order (the worker's, where it made them: nothing made here)."""
+        given = self.given
+        if given is None:
+            return [self.search(place) for place in range(len(self.rows))]
+        if not self.live_run or not self._sensitive:
+            return given
+        out = list(given)
+        for place in self._sensitive:
+            out[place] = self.search(place)
+        return out
+
     def search(self, place: int) -> str:
         """The row's texts in lower case, as the filter searches them."""
         line = self._lines[place]
@@ -300,24 +313,33 @@ class Listing(NamedTuple):
     child: dict[str, tuple[int, int]]  # as HistoryRows._child
     search: list[str] | None = None  # search_of(row, None) of each row
     studies: dict[str, tuple[HistoryRow, Line]] | None = None  # the studies' lines (their children searched too)
+    sensitive: list[int] | None = None  # the places of the rows whose words depend on the live run
 
 
-def searches(rows: list[HistoryRow], check: Callable[[], None] | None = None
-             ) -> tuple[list[str], dict[str, tuple[HistoryRow, Line]]]:
-    """(search_of(row, None) of every row, the studies' whole lines) — on the history's worker, once a large
-    folder's rows are shown: the filter's first pass then formats nothing on the GUI thread (a sweep of 10,000
-    runs: its children's texts)."""
-    out, studies = [], {}
+def searches(rows: list[HistoryRow], check: Callable[[], None] | None = None,
+             before: tuple[list[HistoryRow], list[str]] | None = None
+             ) -> tuple[list[str], dict[str, tuple[HistoryRow, Line]], list[int]]:
+    """(search_of(row, None) of every row, the studies' whole lines, the places of the rows whose words depend on
+    the live run) — on the history's worker, once a large folder's rows are shown: the filter's first pass then
+    formats nothing on the GUI thread (a sweep of 10,000 runs: its children's texts). `before`: rows and their
+    texts made before, kept for the same row objects."""
+    known = {row.path: (row, text) for row, text in zip(*before, strict=True)} if before is not None else {}
+    out, studies, sensitive = [], {}, []
     for place, row in enumerate(rows):
         if check is not None and place % 500 == 0:
             check()
-        if type(row) is StudyEntry:
+        if live_sensitive(row):
+            sensitive.append(place)
+        kept = known.get(row.path)
+        if kept is not None and kept[0] is row and type(row) is not StudyEntry:
+            out.append(kept[1])
+        elif type(row) is StudyEntry:
             line = line_of(row, None)
             studies[row.path] = (row, line)
             out.append(line.search)
         else:
             out.append(search_of(row, None))
-    return out, studies
+    return out, studies, sensitive
 
 
 def listing(rows: list[HistoryRow]) -> Listing:
@@ -417,11 +439,17 @@ class HistoryRows(QStandardItemModel):
         if not needle:
             self._shown, self._row_of = list(range(len(self.lines))), {}
             return
-        shown: list[int] = []
         lines = self.lines
-        for place in range(len(lines)):
-            own = needle in lines.search(place)
-            if not own and lines.child_count(place):
+        texts = lines.all_search()
+        parents = {place for place, row in enumerate(lines.rows) if type(row) is StudyEntry and row.children}
+        if not parents:  # runs only (10,000 of them): one pass in a comprehension
+            self._shown = [place for place, text in enumerate(texts) if needle in text]
+            self._row_of = {place: row for row, place in enumerate(self._shown)}
+            return
+        shown: list[int] = []
+        for place, text in enumerate(texts):
+            own = needle in text
+            if not own and place in parents:
                 kids = [j for j, child in enumerate(lines[place].children) if needle in child.search]
                 if kids:
                     self._shown_children[place] = kids
