@@ -285,6 +285,28 @@ def test_an_unmodified_program_runs_watched_with_its_own_exit_code(tmp_path: Pat
     assert RunRecord(child.run_dir).settings["prompt"] == "a red circle"
 
 
+def test_a_program_imports_what_python_would_let_it(tmp_path: Path, runs_dir: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A script imports the modules beside it; `-m package` runs a package of the current folder (as `python` puts
+    the script's folder, or the current one, first on sys.path); sys.path is as it was afterwards."""
+    import io
+    import sys
+
+    from ghostviewer.engine.watch import run_program
+
+    app, package = tmp_path / "app" / "main.py", tmp_path / "cwd" / "svc_pkg"
+    package.mkdir(parents=True)
+    app.parent.mkdir()
+    (app.parent / "gv_sibling_helper.py").write_text("CODE = 5\n")
+    app.write_text("import sys, gv_sibling_helper\nsys.exit(gv_sibling_helper.CODE)\n")
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text("import sys\nsys.exit(int(sys.argv[1]))\n")
+    before = list(sys.path)
+    assert run_program(["python", str(app)], runs_dir=runs_dir, stderr=io.StringIO())[0] == 5
+    monkeypatch.chdir(package.parent)
+    assert run_program(["python", "-m", "svc_pkg", "6"], runs_dir=runs_dir, stderr=io.StringIO())[0] == 6
+    assert sys.path == before
+
+
 def test_a_wrong_argument_or_a_second_watcher_is_refused_leaving_nothing(demo_loaded, runs_dir: Path) -> None:
     from ghostviewer.engine.errors import GhostError
 

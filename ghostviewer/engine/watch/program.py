@@ -39,12 +39,15 @@ def run_program(argv: Sequence[str], runs_dir: str | Path | None = None, keep: s
     if module is None and not Path(args[0]).is_file():
         raise GhostError(f"no such program: {args[0]}")
     program_argv = [module, *args[2:]] if module else args
-    saved_argv, code = sys.argv, 0
+    saved_argv, saved_path, code = sys.argv, list(sys.path), 0
     sys.argv = program_argv  # before the watcher: its study names the program ("watch app.py"), not ghostviewer
+    # As `python` would: the script's own folder first on sys.path (its sibling modules import), or, for -m, the
+    # current folder (a package beside you runs).
+    sys.path.insert(0, str(Path.cwd()) if module else str(Path(args[0]).resolve().parent))
     try:
         watch = watch_process(runs_dir, keep=keep, depth=depth)
     except BaseException:
-        sys.argv = saved_argv
+        sys.argv, sys.path[:] = saved_argv, saved_path
         raise
     try:
         if module:
@@ -59,7 +62,7 @@ def run_program(argv: Sequence[str], runs_dir: str | Path | None = None, keep: s
         traceback.print_exc()
         code = 1
     finally:
-        sys.argv = saved_argv
+        sys.argv, sys.path[:] = saved_argv, saved_path
         summary = watch.stop()
     c = summary
     print(f"ghostviewer: {c['calls']} pipeline calls watched, {c['failed']} failed ({c['failure_rate']:.0%}), "
