@@ -121,11 +121,18 @@ class Forest:
 
     def __init__(self, nodes: Sequence[str]) -> None:
         self.nodes = list(nodes)
-        self._parent = {node: self._nearest_enclosing(node) for node in self.nodes}
-
-    def _nearest_enclosing(self, node: str) -> str | None:
-        enclosing = [n for n in self.nodes if n != node and inside(node, n)]
-        return max(enclosing, key=len) if enclosing else None
+        # Built once by walking each path's dotted prefixes (the nodes enclosing it), not by comparing every pair:
+        # choose_half asks for weights and children many times per re-run.
+        present = set(self.nodes)
+        self._parent: dict[str, str | None] = {}
+        self._children: dict[str | None, list[str]] = {}
+        self._weight: dict[str, int] = dict.fromkeys(present, 0)
+        for node in self.nodes:
+            enclosing = [p for p in _prefixes(node) if p in present]  # nearest first
+            self._parent[node] = enclosing[0] if enclosing else None
+            self._children.setdefault(self._parent[node], []).append(node)
+            for block in (node, *enclosing):
+                self._weight[block] += 1
 
     def parent(self, node: str) -> str | None:
         """The nearest enclosing node, if any."""
@@ -133,11 +140,17 @@ class Forest:
 
     def children(self, node: str | None) -> list[str]:
         """Direct children in execution order; None: the roots."""
-        return [n for n in self.nodes if self._parent[n] == node]
+        return list(self._children.get(node, ()))
 
     def weight(self, node: str) -> int:
         """How many nodes its bypass covers (itself and everything inside it)."""
-        return sum(1 for n in self.nodes if inside(n, node))
+        return self._weight[node] if node in self._weight else sum(1 for n in self.nodes if inside(n, node))
+
+
+def _prefixes(path: str) -> list[str]:
+    """The dotted paths strictly enclosing `path`, nearest first ("a.b.c": "a.b", "a")."""
+    parts = path.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
 
 
 def covered(blocks: Iterable[str], possible: Iterable[str]) -> list[str]:
