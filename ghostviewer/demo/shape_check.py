@@ -41,7 +41,7 @@ def _area_per_radius2() -> dict[str, float]:
 
 def _template(shape: str, cx: float, cy: float, radius: float, angle: float) -> np.ndarray:
     scene = shapes.Scene(shape, "white", "black", cx, cy, radius, angle, None)
-    return shapes.draw(scene).mean(axis=2) >= 128
+    return shapes.draw_grey(scene) >= 128  # white on black: the mean of draw()'s three equal channels
 
 
 def classify_shape(mask: np.ndarray) -> tuple[str | None, float]:

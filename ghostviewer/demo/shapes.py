@@ -119,8 +119,23 @@ def draw(scene: Scene) -> np.ndarray:
     """Render a scene to a (64, 64, 3) uint8 array, anti-aliased by supersampling."""
     side = SIZE * SUPERSAMPLE
     image = Image.new("RGB", (side, side), PALETTE[scene.background])
-    pen = ImageDraw.Draw(image)
-    fill = PALETTE[scene.colour]
+    _paint(ImageDraw.Draw(image), scene, side, PALETTE[scene.colour])
+    return np.asarray(image.resize((SIZE, SIZE), Image.Resampling.LANCZOS))
+
+
+def draw_grey(scene: Scene) -> np.ndarray:
+    """A scene of grey colours (white, black) in one band: (64, 64) uint8, exactly each channel of ``draw(scene)``
+    at a third of its cost (one band resampled, not three) — for the shape check's templates."""
+    background, colour = PALETTE[scene.background], PALETTE[scene.colour]
+    if len(set(background)) != 1 or len(set(colour)) != 1:
+        raise ValueError(f"draw_grey needs grey colours, not {scene.colour} on {scene.background}")
+    side = SIZE * SUPERSAMPLE
+    image = Image.new("L", (side, side), background[0])
+    _paint(ImageDraw.Draw(image), scene, side, colour[0])
+    return np.asarray(image.resize((SIZE, SIZE), Image.Resampling.LANCZOS))
+
+
+def _paint(pen: ImageDraw.ImageDraw, scene: Scene, side: int, fill: int | tuple[int, ...]) -> None:
     cx, cy, r = scene.cx * side, scene.cy * side, scene.radius * side
     up = -math.pi / 2
     if scene.shape == "circle":
@@ -139,7 +154,6 @@ def draw(scene: Scene) -> np.ndarray:
             pen.polygon([(cx + x * cos - y * sin, cy + x * sin + y * cos) for x, y in corners], fill=fill)
     else:
         raise ValueError(f"unknown shape {scene.shape!r}")
-    return np.asarray(image.resize((SIZE, SIZE), Image.Resampling.LANCZOS))
 
 
 def make_dataset(count: int, seed: int, exclude: list[tuple[str, str, str]]) -> tuple[np.ndarray, list[Scene]]:
