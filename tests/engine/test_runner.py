@@ -168,7 +168,9 @@ def test_seed_minus_one_picks_and_records_a_seed(demo_loaded, runs_dir: Path) ->
 @pytest.mark.parametrize("scheduler", ["ddim", "euler", "dpm++"])
 def test_schedulers_all_draw_and_do_not_leak(demo_loaded, runs_dir: Path, scheduler: str) -> None:
     before = type(demo_loaded.pipe.scheduler)
-    result = _run(demo_loaded, runs_dir, seed=4, scheduler=scheduler)
+    # 12 steps, not the default 20: step 10's x0 is read, and every scheduler draws an ok image there with room
+    # (measured: std >= 0.25 against 0.02, colour cast <= 0.15 against 0.3)
+    result = _run(demo_loaded, runs_dir, seed=4, scheduler=scheduler, steps=12)
     assert result["verdict"]["label"] == "ok", result
     record = RunRecord(Path(result["run_dir"]))
     assert np.isfinite(record.step_tensors(10)["x0"]).all()
