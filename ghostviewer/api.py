@@ -365,6 +365,7 @@ def _isolate_first_anomalies(
     from ghostviewer.engine.loading.pipelines import LoadedPipeline
     from ghostviewer.engine.loops.recorded import PipelineCache, fits_run, open_recorded
     from ghostviewer.record import RecordError, RunRecord
+    from ghostviewer.record.types import CALLBACK_LATENTS
 
     records = [RunRecord(run_dir) for run_dir in dirs]  # RecordError (one line) before any re-run
     cache = PipelineCache(pipeline=None if pipeline is None or isinstance(pipeline, LoadedPipeline) else pipeline,
@@ -378,7 +379,9 @@ def _isolate_first_anomalies(
             why[record.run_id] = "the run has no first anomaly: no bad tensor, so no module inputs to capture"
             continue
         if module.startswith("pipeline."):
-            why[record.run_id] = (f"the first bad tensor is {module}, made by the pipeline itself, not by a module: "
+            maker = "your own step callback (callback_on_step_end)" if module == CALLBACK_LATENTS \
+                else "the pipeline itself"
+            why[record.run_id] = (f"the first bad tensor is {module}, made by {maker}, not by a module: "
                                   "there are no module inputs to capture (the record holds that tensor)")
             continue
         if on_progress is not None:

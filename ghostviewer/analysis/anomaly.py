@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ghostviewer.analysis.baseline import Baseline
 from ghostviewer.record import StatColumns, StatRow
-from ghostviewer.record.types import FP16_MAX
+from ghostviewer.record.types import CALLBACK_LATENTS, FP16_MAX
 
 COLLAPSE_RATIO = 1e-4
 EXPLODE_RATIO = 1e3
@@ -43,7 +43,7 @@ EXPLODE_FLOOR = 1e3
 
 
 WARNING_KINDS = frozenset({"overflow"})
-HEADROOM_MODULES = frozenset({"pipeline.prepare_latents", "scheduler.step"})  # the latents, not a model's output
+HEADROOM_MODULES = frozenset({"pipeline.prepare_latents", "scheduler.step", CALLBACK_LATENTS})  # the latents
 # Latents large by design stay within this many of the scheduler's initial sigma: Gaussian noise of a few million
 # elements stays within ~5.5 of its sigma, and the denoised latents shrink from there.
 HEADROOM_SIGMAS = 10.0

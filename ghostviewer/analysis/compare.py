@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from ghostviewer.record import RunRecord, StatRow
-from ghostviewer.record.types import PHASE_ORDER, same_fingerprint
+from ghostviewer.record.types import CALLBACK_LATENTS, PHASE_ORDER, same_fingerprint
 
 Key = tuple[str, int | None, str, int]  # (phase, step, module, call)
 _COMPARED = ("min", "max", "mean", "std", "absmax", "nan_count", "inf_count")
@@ -67,17 +67,22 @@ def _where(row: StatRow, what: str) -> dict[str, Any]:
 
 def first_stat_divergence(rows_a: list[StatRow], rows_b: list[StatRow]) -> dict[str, Any] | None:
     """The earliest output (in run A's execution order) that differs in B or is missing from it; then the
-    earliest output of B that A does not have. None when every recorded output matches."""
+    earliest output of B that A does not have. None when every recorded output matches. The latents a caller's
+    step callback handed back are an observation of the caller's code, not an output: missing from a run made
+    without that callback, they are no difference (what the callback changed shows in the next step's rows)."""
     by_key = {_key(r): r for r in rows_b}
     for row in rows_a:
         other = by_key.pop(_key(row), None)
         if other is None:
+            if row.module == CALLBACK_LATENTS:
+                continue
             return _where(row, "missing in the second run")
         what = rows_differ(row, other)
         if what is not None:
             return _where(row, what)
-    if by_key:
-        first = min(by_key.values(), key=lambda r: r.seq)
+    extra = [r for r in by_key.values() if r.module != CALLBACK_LATENTS]
+    if extra:
+        first = min(extra, key=lambda r: r.seq)
         return _where(first, "missing in the first run")
     return None
 

@@ -8,6 +8,7 @@ from typing import Any
 PHASES: tuple[str, ...] = ("encode", "denoise", "decode")
 PHASE_ORDER: dict[str, int] = {phase: i for i, phase in enumerate(PHASES)}  # rank in execution order
 FP16_MAX = 65504.0
+CALLBACK_LATENTS = "pipeline.callback_on_step_end"  # the latents a watched caller's step callback handed back
 FINGERPRINT_MOD = 1 << 32
 # How a run's fingerprints were made (environment["fingerprint"]): runs of different kinds compare by statistics.
 # "weighted32": sum over i of bits[i] * (2i + 1), wrapping at 32 bits: swaps and +1/-1 pairs no longer cancel.

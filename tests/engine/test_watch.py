@@ -147,9 +147,10 @@ def test_a_batch_names_the_one_sample_that_went_nan(demo_loaded, runs_dir: Path)
     (run,) = watcher.runs
     assert [v["label"] == "nan" for v in run["verdicts"]] == [False, False, True, False]
     assert run["verdict"]["label"] == "nan"
-    first = run["first_anomaly"]
-    assert first["kind"] == "nan" and first["step"] == 2 and first["sample"] == 2
-    assert run["sample_anomalies"][2]["step"] == 2 and run["sample_anomalies"][0] is None
+    first = run["first_anomaly"]  # named where the caller's code made it: its step callback, at step 1
+    assert first["kind"] == "nan" and first["step"] == 1 and first["sample"] == 2
+    assert first["module"] == "pipeline.callback_on_step_end"
+    assert run["sample_anomalies"][2]["step"] == 1 and run["sample_anomalies"][0] is None
     record = RunRecord(run["run_dir"])
     assert any("image 3 of 4" in e.message for e in record.events())
     assert record.tensors("initial_noise")["samples"].shape == (4, 4, 16, 16)  # each image can be re-made alone

@@ -190,6 +190,9 @@ def traced_call(
     def on_scheduler_step(timestep: Any, latents: torch.Tensor) -> None:
         on_step_end(pipe, next(steps_seen), timestep, {"latents": latents})
 
+    # A watched caller's own step callback is chained before ours (watch/call_io.chain_callbacks), which records
+    # the latents it hands back with this.
+    on_step_end.record_tensor = tracer.record  # type: ignore[attr-defined]
     observe: dict[str, Any] = (
         {"callback_on_step_end": on_step_end, "callback_on_step_end_tensor_inputs": ["latents"]} if callback else {}
     )

@@ -15,6 +15,7 @@ from PIL import Image
 
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.loading.schedulers import SCHEDULERS
+from ghostviewer.record.types import CALLBACK_LATENTS
 from ghostviewer.spec import RunSpec
 
 try:  # diffusers' callback objects carry their own tensor inputs
@@ -164,8 +165,15 @@ def chain_callbacks(kwargs: dict[str, Any], observe: dict[str, Any]) -> dict[str
         if CALLBACK_OBJECTS and isinstance(theirs, CALLBACK_OBJECTS):
             inputs = list(theirs.tensor_inputs)  # what the pipeline would have taken from the object
 
+        record = getattr(ours, "record_tensor", None)
+
         def chained(pipe: Any, index: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
             returned = theirs(pipe, index, timestep, tensors)
+            latents = (returned or {}).get("latents")
+            if record is not None and isinstance(latents, torch.Tensor):
+                # The caller's own code between two steps: latents it spoils are named there, not at the next
+                # step's first module.
+                record(CALLBACK_LATENTS, latents, phase="denoise")
             ours(pipe, index, timestep, {**tensors, **(returned or {})})
             return returned
 

@@ -57,7 +57,8 @@ def test_keep_anomalies_judges_a_faulty_call_as_keep_all_does(faulty_pair) -> No
         assert every[key] == anomalies[key], key
     assert anomalies["kept"] and anomalies["verdict"]["label"] == "nan"
     first = anomalies["first_anomaly"]
-    assert first["kind"] == "nan" and first["step"] == 2 and first["sample"] == 1 and first["samples"] == [1]
+    assert first["kind"] == "nan" and first["step"] == 1 and first["sample"] == 1 and first["samples"] == [1]
+    assert first["module"] == "pipeline.callback_on_step_end"  # the caller's step callback made it
 
 
 def test_the_record_kept_at_the_calls_end_is_the_whole_record(faulty_pair) -> None:
@@ -90,8 +91,9 @@ def test_a_batch_keeps_every_samples_step_latents_and_its_nan_counts(faulty_pair
         assert bad == ([False, True, False] if step >= 1 else [False, False, False])
     counts = sample_nonfinite(record)
     assert counts and {c["sample"] for c in counts} == {1}  # samples 0 and 2 never had a NaN
-    first = counts[0]
-    assert (first["phase"], first["step"]) == ("denoise", 2) and first["nan"] > 0
+    first = counts[0]  # the latents the caller's callback handed back at step 1, then the next step's U-Net
+    assert (first["phase"], first["step"], first["module"]) == ("denoise", 1, "pipeline.callback_on_step_end")
+    assert first["nan"] > 0
     mid = [c for c in counts if c["module"] == "unet.mid_block"]
     assert [c["step"] for c in mid] == [2, 3]  # per step, not only the first
     assert any(c["phase"] == "decode" for c in counts)  # through the VAE too
