@@ -24,7 +24,7 @@ def test_a_probe_battery_cancelled_before_it_began_runs_nothing(demo_loaded: Any
     report = events[-1]["result"]
     assert events[-1]["event"] == "probe_finished" and report["status"] == "cancelled"
     assert report["runs"] == 0 and report["findings"] == [] and report["ok"] is False
-    assert report["summary"] == "cancelled after 0 of 9 probes"
+    assert report["summary"] == "cancelled after 0 of 10 probes"
     assert not any(e["event"] == "probe_progress" and e.get("stage") == "probe" for e in events)
     assert StudyRecord(report["study_dir"]).status == "cancelled"
 
@@ -43,5 +43,5 @@ def test_a_cancel_mid_battery_keeps_only_the_probes_judged_before_it(demo_loaded
     report = events[-1]["result"]
     assert report["status"] == "cancelled" and report["ok"] is False
     assert [f["probe"] for f in report["findings"]] == ["prompt_effect"]  # the one judged on whole runs
-    assert report["summary"].startswith("cancelled after 1 of 9 probes")
+    assert report["summary"].startswith("cancelled after 1 of 10 probes")
     assert StudyRecord(report["study_dir"]).status == "cancelled"

@@ -45,7 +45,7 @@ def test_the_healthy_demo_passes_every_probe_as_one_study(tmp_path: Path) -> Non
     assert report["ok"] and report["failed"] == []
     study = StudyRecord(report["study_dir"])
     assert study.kind == "probe" and study.status == "done"
-    assert len(study.runs()) == report["runs"] == 12
+    assert len(study.runs()) == report["runs"] == 13
     for finding in report["findings"]:
         assert finding["finding"] is None and finding["bug_class"]
         assert all(Path(run).is_dir() for run in finding["evidence"]["runs"])

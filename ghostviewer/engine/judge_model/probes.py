@@ -43,6 +43,11 @@ PROBES: tuple[Probe, ...] = (
     Probe("batch_variance", "each image of a batch of two against the same noise made alone", "batch variance",
           "a result that depends on the batch: kernels that are not batch-invariant, code that mixes the samples "
           "of a batch (a norm or a cache over the batch axis), a NaN in one sample spreading to the others"),
+    Probe("short_prompt", "a one-word prompt traced to every leaf module, against the base prompt",
+          "a short prompt breaks the model",
+          "code that breaks on very short token sequences: an attention layer that goes to zero (or NaN) when the "
+          "prompt has few tokens — a length-dependent path, a padding mask over almost nothing, a softmax over "
+          "very few tokens"),
     Probe("convergence", "S, 2S and 4S steps, same seed", "does not converge with more steps",
           "a scheduler that does not fit the model (timesteps, sigmas or prediction type), or noise injected at "
           "every step"),
@@ -55,3 +60,9 @@ BY_NAME = {p.name: p for p in PROBES}
 OTHER_PROMPT = "a green square on a yellow background"
 FALLBACK_PROMPT = "a blue star on a red background"
 DEFAULT_PROMPT = "a red circle on a blue background"
+
+
+def short_prompt(prompt: str) -> str:
+    """short_prompt's one word: the longest of the prompt's (a word the model surely knows), else the default's."""
+    words = [w.strip(",.;:!?") for w in prompt.split()]
+    return max((w for w in words if w), key=len, default="") or max(DEFAULT_PROMPT.split(), key=len)

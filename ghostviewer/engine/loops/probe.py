@@ -4,9 +4,10 @@ settings (engine/judge_model/probes.py), and each of its runs is an ordinary tra
 has its images as evidence.
 
 Runs are shared between probes: the base run (prompt, seed, S steps) is the first half of every comparison, so
-the battery is 11 runs — base, other prompt, negative prompt, other guidance, other seed, base again, float16,
-SDPA math kernel, a batch of two (with its two images made alone), S/2 and 2S steps (and on a CPU a float32 run of 2
-steps, float16's pair there).
+the battery is 12 runs — base, other prompt, negative prompt, other guidance, other seed, base again, float16,
+SDPA math kernel, a batch of two (with its two images made alone), one word traced to every leaf, S/2 and 2S steps
+(and on a CPU a float32 run of 2 steps, float16's pair there; and the base prompt at leaf depth when the one word
+shows a failure, to tell a short prompt's fault from one of every prompt).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ghostviewer.engine.judge_model.probes import (
     FALLBACK_PROMPT,
     OTHER_PROMPT,
     PROBE_NAMES,
+    short_prompt,
 )
 from ghostviewer.engine.loading.pipelines import LoadedPipeline, load_pipeline
 from ghostviewer.engine.loops.recorded import wrap_pipeline
@@ -267,6 +269,8 @@ def _judge(name: str, battery: _Battery, base: RunSpec, first: dict[str, Any], o
                     "max_abs_diff": report.get("max_abs_diff"), "differ": report.get("differ"),
                     "tolerance": report.get("tolerance")}
         return _finding(name, bool(report) and not report.get("differ"), evidence)
+    if name == "short_prompt":
+        return _short_prompt(battery, base, first)
     if name == "convergence":
         fewer = max(1, base.steps // 2)
         half_steps = battery.run("convergence.half", replace(base, steps=fewer))
@@ -281,6 +285,36 @@ def _judge(name: str, battery: _Battery, base: RunSpec, first: dict[str, Any], o
                     "rule": f"d(S,2S) <= {rules.CONVERGED} or < {rules.CONVERGES} x d(S/2,S)"}
         return _finding(name, rules.converges(d_first, d_second), evidence)
     raise AssertionError(name)
+
+
+SEVERE_VERDICTS = ("blank", "noise", "nan")  # an image a short prompt alone should never make
+
+
+def _failure(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's first failure (not a warning): the first anomaly, unless that is only its first warning."""
+    anomaly = result.get("first_anomaly")
+    return None if not anomaly or anomaly == result.get("first_warning") else anomaly
+
+
+def _short_prompt(battery: _Battery, base: RunSpec, first: dict[str, Any]) -> dict[str, Any]:
+    """One word, traced to every leaf (a layer that goes to zero inside a block shows only there) and judged with no
+    baseline (a word the baseline's prompts never had may drift by right): it fails when that run alone has a
+    failure, or alone makes a blank, noise or NaN image. A failure the base prompt has at leaf depth too is not the
+    short prompt's."""
+    word = short_prompt(base.prompt)
+    short = battery.run("short_prompt.short", replace(base, prompt=word, trace_depth="leaf"), baseline=None)
+    evidence = {**_evidence(first, short), "prompts": [base.prompt, word], "first_failure": _failure(short)}
+    bad_image = _label(short) in SEVERE_VERDICTS and _label(first) not in SEVERE_VERDICTS
+    failure = evidence["first_failure"]
+    if failure is not None and not bad_image:
+        long = battery.run("short_prompt.base_leaf", replace(base, trace_depth="leaf"), baseline=None)
+        theirs = _failure(long)
+        evidence["runs"].append(long["run_dir"])
+        evidence["base_first_failure"] = theirs
+        if theirs is not None and (theirs.get("module"), theirs.get("kind")) == (failure.get("module"),
+                                                                                  failure.get("kind")):
+            failure = None  # every prompt has it: not the short prompt's (the verdicts and other probes say it)
+    return _finding("short_prompt", failure is None and not bad_image, evidence)
 
 
 def _processors(pipe: Any) -> set[str]:
