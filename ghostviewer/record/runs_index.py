@@ -21,9 +21,8 @@ import sqlite3
 import stat
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import schema
 from .errors import RecordError
@@ -41,11 +40,11 @@ Stamp = tuple[int, int]
 Folder = Path | str  # a run folder, as the caller names it
 
 
-@dataclass(frozen=True)
-class RunRow:
+class RunRow(NamedTuple):
     """One run as a listing shows it. `status` is the stored one ('running' for a run not finished: the reader's
     live_status tells 'interrupted'); `image` the final image relative to the run's folder; `problem` what the
-    reader refused in it (its final image outside its folder), in one line."""
+    reader refused in it (its final image outside its folder), in one line. A tuple: 10,000 made from the index's
+    rows in a few ms (a frozen dataclass: a setattr a field). Never changed in place (settings included)."""
 
     run_id: str
     created_at: str
@@ -57,7 +56,7 @@ class RunRow:
     first_anomaly: dict[str, Any] | None = None
     error: str | None = None
     image: str | None = None
-    settings: dict[str, Any] = field(default_factory=dict)  # only those of LISTED_SETTINGS the run set
+    settings: dict[str, Any] = {}  # noqa: RUF012 - only those of LISTED_SETTINGS the run set; never changed
     watched: dict[str, Any] | None = None
     elapsed_s: object = None
     problem: str = ""
@@ -156,14 +155,14 @@ def read_row(folder: Path) -> RunRow:
     return _row_from_values(meta, image, problem)
 
 
-_NAMES = tuple(f.name for f in fields(RunRow))
+_NAMES = RunRow._fields
 _FIELDS = frozenset(_NAMES)
 
 
 def _encode(row: RunRow) -> str:
     """The row's values in RunRow's order, a JSON array: parsed in a third of the time of an object with its keys
     (10,000 rows listed). Rows written as objects (before) read as well, and are written again as arrays."""
-    return schema.dumps([getattr(row, name) for name in _NAMES])
+    return schema.dumps(list(row))
 
 
 def _decode(text: str) -> RunRow | None:
@@ -175,10 +174,11 @@ def _decode(text: str) -> RunRow | None:
 
 def _row_of(value: object) -> RunRow | None:
     if type(value) is list and len(value) == len(_NAMES):
-        row = object.__new__(RunRow)  # (its __init__ is the frozen dataclass's: a setattr a field)
-        row.__dict__.update(zip(_NAMES, value))
-        return row
+        return _new_row(RunRow, value)
     return RunRow(**value) if isinstance(value, dict) else None
+
+
+_new_row = tuple.__new__  # a RunRow from its values in order (NamedTuple's own __new__: a Python call)
 
 
 _PARSE_ROWS = 256  # rows parsed in one call: one parse of 10,000 would hold the GIL (the window's thread) ~50 ms
@@ -201,17 +201,13 @@ def _decode_some(texts: list[str]) -> list[RunRow | None]:
     if len(values) != len(texts):  # a row that was not one JSON value (e.g. "1, 2")
         return [_decode(text) for text in texts]
     rows: list[RunRow | None] = []
-    new, names, count, fields = object.__new__, _NAMES, len(_NAMES), _FIELDS
+    new, count, fields = _new_row, len(_NAMES), _FIELDS
     for value in values:
         if type(value) is list and len(value) == count:  # a row this version wrote
-            row = new(RunRow)  # (its __init__ is the frozen dataclass's: a setattr a field, 10,000 rows ~40 ms)
-            row.__dict__.update(zip(names, value))
-            rows.append(row)
+            rows.append(new(RunRow, value))
             continue
         if isinstance(value, dict) and value.keys() == fields:  # written as an object (before): every field
-            row = new(RunRow)
-            row.__dict__.update(value)
-            rows.append(row)
+            rows.append(RunRow(**value))
             continue
         try:
             rows.append(_row_of(value))

@@ -137,12 +137,12 @@ def read_entry(folder: Path, bundle: str = "") -> RunEntry:
 def entry_from_row(folder: Path | str, row: RunRow, bundle: str = "") -> RunEntry:
     """A history row from a runs-index row (record/runs_index.py): no database opened."""
     path = str(folder)
-    status = row.status
+    run_id, created, status, prompt, seed, steps, verdict, anomaly, error, _, settings, watched, _, problem = row
     return _new_tuple(RunEntry, (  # the NamedTuple's own __new__ costs ~1 µs more a row (10,000 rows)
-        path, row.run_id, row.created_at, str(row.prompt or ""), row.seed, row.steps,
-        status if status != "running" else row.live_status(path), row.verdict, row.error,
-        tuple(intervention_words(row.settings)) if row.settings else (), row.first_anomaly,
-        row.image_path(path), bundle, row.problem, watched_words(row.watched) if row.watched else ""))
+        path, run_id, created, str(prompt or ""), seed, steps,
+        status if status != "running" else row.live_status(path), verdict, error,
+        tuple(intervention_words(settings)) if settings else (), anomaly,
+        row.image_path(path), bundle, problem, watched_words(watched) if watched else ""))
 
 
 _new_tuple = tuple.__new__
