@@ -167,3 +167,22 @@ def test_the_workers_search_texts_give_way_to_the_live_run_for_the_rows_it_chang
     texts = live.all_search()
     assert "running" in texts[0] and "incomplete" not in texts[0] and texts[1] is search[1]
     assert history_rows.Lines(rows, None, listing=listing).all_search() is search and live.formatted == 0
+
+
+def test_a_small_folder_never_read_opens_a_few_records_in_place_and_the_rest_off_the_gui_thread(
+        qtbot, tmp_path: Path, monkeypatch, gui_opens: list[str]) -> None:  # noqa: ANN001
+    """No runs index below LARGE_FOLDER entries: a first launch on hundreds of runs opened every record on the GUI
+    thread (~1 s). Now IN_PLACE_OPENS at most, the newest; the others come from the worker."""
+    monkeypatch.setattr(history_model, "IN_PLACE_OPENS", 3)
+    for k in range(8):
+        write_listed_run(tmp_path, k, f"a small folder's run #{k}", k)
+    model = HistoryModel(tmp_path)
+    model.refresh()
+    assert [row.prompt for row in model.rows] == [f"a small folder's run #{k}" for k in (7, 6, 5)]
+    assert model.loading and len(gui_opens) == 3, "three records opened in place, the newest"
+    qtbot.waitUntil(lambda: not model.loading, timeout=30_000)
+    assert [row.prompt for row in model.rows] == [f"a small folder's run #{k}" for k in range(7, -1, -1)]
+    assert len(gui_opens) == 3, "the other five opened off the GUI thread"
+    model.refresh()  # read once: in place again, from the cache (nothing opened)
+    assert not model.loading and len(model.rows) == 8 and len(gui_opens) == 3
+    model.shutdown()

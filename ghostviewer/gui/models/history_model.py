@@ -70,6 +70,7 @@ __all__ = [
     "CHUNK",
     "DB_FILES",
     "FIRST_CHUNK",
+    "IN_PLACE_OPENS",
     "LARGE_FOLDER",
     "POLL_MS",
     "STUDY_DB_FILES",
@@ -99,6 +100,7 @@ log = logging.getLogger("ghostviewer.gui")
 
 FIRST_CHUNK, CHUNK = 40, 400  # new records read in the first chunk (a screenful, fast), then in each next one
 POLL_MS = 1000  # a watched folder is read again this often
+IN_PLACE_OPENS = 20  # records a small folder's refresh opens on the GUI thread (~2 ms each), the rest off it
 
 
 def _indexed(read: tuple[list[HistoryRow], Cache, bool]) -> tuple[list[HistoryRow], Cache, bool, Any]:
@@ -171,13 +173,18 @@ class HistoryModel(QObject):
         self.changed.emit()
 
     def refresh(self) -> None:
-        """Read the runs folder again: in place when it is small, else off the GUI thread (rows as they come)."""
+        """Read the runs folder again: in place when it is small, else off the GUI thread (rows as they come). A
+        small folder whose records are not read yet (no runs index: hundreds of runs on a first launch) opens at
+        most IN_PLACE_OPENS of them in place, the newest; the others are read off the GUI thread."""
         if self._first_read_under_way():
             return  # it answers this refresh too (begun a moment ago: the window's first refreshes)
         if self.loading or self.watched is not None or entry_count(self.runs_dir) > LARGE_FOLDER:
             self._read_more()
             return
-        self._apply(*scan(self.runs_dir, self._cache)[:2])
+        rows, cache, complete = scan(self.runs_dir, self._cache, IN_PLACE_OPENS)
+        self._apply(rows, cache)
+        if not complete:  # 300 records opened here froze the window ~1 s (2 busy cores)
+            self._read_more()
 
     def _first_read_under_way(self) -> bool:
         """The folder's first read (its newest rows from its index, then every folder) is under way: a refresh
