@@ -6,9 +6,12 @@ when first used: `import ghostviewer` stays light (the GUI imports it and never 
 
 from typing import Any
 
+from ghostviewer import gc_paused_imports
+
 __version__ = "0.1.0"
 
 _LAZY = {"watch", "attach", "watch_process"}
+gc_paused_imports.install()  # the engine's first import (torch, diffusers) without a dozen useless full collections
 
 
 def __getattr__(name: str) -> Any:

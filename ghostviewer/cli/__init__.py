@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ghostviewer import gc_paused_imports
 from ghostviewer.cli.audit import add_audit_parser, cmd_audit
 from ghostviewer.cli.baseline import add_baseline_parser, cmd_baseline
 from ghostviewer.cli.bisect import add_bisect_parser, cmd_bisect
@@ -97,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ghostviewer.record import RecordError  # torch-free; bundles' BundleError is one
 
     global _JSON_ERRORS
+    if argv is None:  # the `ghostviewer` console script: this process is ours (an in-process call passes argv)
+        gc_paused_imports.own_process()
     _LOG_DIR[0] = None
     _JSON_ERRORS = "--json" in (sys.argv[1:] if argv is None else list(argv))
     try:
@@ -177,6 +180,7 @@ ENGINE_SERVER_FLAG = "--engine-server"  # a frozen app runs its engine process a
 def entry_point(argv: Sequence[str]) -> Callable[[], int]:
     """What the executable runs for these arguments: the engine server (a frozen app's engine process, started
     by ghostviewer.gui.link.engine_client from the app's own executable), else the `ghostviewer` command."""
+    gc_paused_imports.own_process()
     if list(argv[:1]) == [ENGINE_SERVER_FLAG]:
         from ghostviewer.engine.server import main as engine_server_main
 

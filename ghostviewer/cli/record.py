@@ -34,12 +34,12 @@ def add_record_parser(sub: Any) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from ghostviewer.engine.watch import run_program
-
     program = list(args.program)
     if program and program[0] == "--":
         program = program[1:]
-    if not program:
+    if not program:  # said before the engine (torch) is loaded
         raise UsageError("nothing to run: ghostviewer record -- python app.py ARGS… (see 'ghostviewer record --help')")
+    from ghostviewer.engine.watch import run_program
+
     code, _summary = run_program(program, runs_dir=args.runs_dir, keep=args.keep, depth=args.trace_depth)
     return code
