@@ -1,4 +1,7 @@
-"""The examples run as a user would run them; `ghostviewer record --` watches an unmodified program."""
+"""The examples run as a user would run them — the service example in this process as `python
+examples/watch_service.py ...` runs it (tests/script_in_process.py: torch and diffusers are not imported a second
+time); `ghostviewer record --` watches an unmodified program in a real process of its own (its exit code is the
+program's)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ghostviewer.record import StudyRecord
+from tests.script_in_process import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,8 +31,7 @@ sys.exit(3)
 
 @pytest.mark.slow
 def test_the_watched_service_example_serves_and_keeps_a_summary(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "watch_service.py"), "--self-test", "4",
-                           "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    done = run_script(ROOT / "examples" / "watch_service.py", "--self-test", "4", "--runs-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["calls"] == 4 and summary["failed"] == 0 and summary["kept"] == 0  # healthy: summaries only
