@@ -131,10 +131,23 @@ def component_settings(environment: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+def component_settings_pair(env_a: dict[str, Any], env_b: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both runs' component_settings, less the config keys of a component whose config only one run recorded (a
+    transformers text encoder's were not recorded before 2026-12): its class still compares."""
+    a, b = component_settings(env_a), component_settings(env_b)
+    keyed = [{k.split(".", 1)[0] for k in side if not k.endswith(".class")} for side in (a, b)]
+    one_sided = keyed[0] ^ keyed[1]
+
+    def kept(side: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in side.items() if k.endswith(".class") or k.split(".", 1)[0] not in one_sided}
+
+    return kept(a), kept(b)
+
+
 def run_settings_diff(a: RunRecord, b: RunRecord) -> dict[str, list[Any]]:
     """settings_diff over the recorded settings and every component's class and config key."""
-    return settings_diff({**dict(a.settings), **component_settings(a.environment)},
-                         {**dict(b.settings), **component_settings(b.environment)})
+    configs_a, configs_b = component_settings_pair(a.environment, b.environment)
+    return settings_diff({**dict(a.settings), **configs_a}, {**dict(b.settings), **configs_b})
 
 
 def environment_diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[Any]]:

@@ -12,12 +12,12 @@ when more than one does: "float16 everywhere" against "float32" then comes out a
 dtype is loaded once through PipelineCache, so a bisection over dtypes loads each combination it tries once.
 A scheduler config key (`scheduler.final_sigmas_type`) is flipped by installing, for the trial, the scheduler its
 config describes (the recorded class and keys, the kept ones the bad run's). Another component's config key
-(`vae.scaling_factor`, `unet.upcast_attention`) is flipped by rebuilding that component with the good run's value
-and the loaded weights (engine.loops.component_flip); one that cannot be (a key that changes the architecture, a
-class that differs, a transformers text encoder) is left at the bad run's value, with one line why under
-`not_flipped`. Settings that only change what is recorded (captures, trace depth, attention maps) are not bisected:
-they are taken from the bad run and listed under `ignored`, with the pipeline source (always the bad run's); every
-other component's config difference is listed under `component_differences`.
+(`vae.scaling_factor`, `unet.upcast_attention`, a transformers text encoder's `text_encoder.hidden_act`) is flipped
+by rebuilding that component with the good run's value and the loaded weights (engine.loops.component_flip); one
+that cannot be (a key that changes the architecture, a class that differs) is left at the bad run's value, with one
+line why under `not_flipped`. Settings that only change what is recorded (captures, trace depth, attention maps) are
+not bisected: they are taken from the bad run and listed under `ignored`, with the pipeline source (always the bad
+run's); every other component's config difference is listed under `component_differences`.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ A unit is
   - 'scheduler.KEY' for a key of the scheduler's config that both runs' schedulers have and that differs (as
     compare names them, analysis.compare.component_settings: a user's `final_sigmas_type` or `timestep_spacing`).
     Keys only one scheduler class has follow the class, which is the `scheduler` setting's unit;
-  - 'COMPONENT.KEY' for another component's config key that differs, both runs' component being of one class (a
-    VAE's `scaling_factor`, a U-Net's `upcast_attention`): flipped by rebuilding that component with the loaded
-    weights (engine.loops.component_flip), where it can be — settings bisection says why where it cannot.
+  - 'COMPONENT.KEY' for another component's config key that differs, both runs' component being of one class (a VAE's
+    `scaling_factor`, a U-Net's `upcast_attention`, a CLIP text encoder's `hidden_act`): flipped by rebuilding that
+    component with the loaded weights (engine.loops.component_flip), where it can be — settings bisection says why
+    where it cannot.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ghostviewer.analysis.compare import component_settings, settings_diff
+from ghostviewer.analysis.compare import component_settings_pair, settings_diff
 from ghostviewer.engine.run.baseline_lookup import format_dtypes
 from ghostviewer.spec import RunSpec
 
@@ -148,7 +149,7 @@ def scheduler_keys(bad: Side, good: Side) -> list[str]:
 def other_component_differences(bad_env: dict[str, Any], good_env: dict[str, Any]) -> dict[str, list[Any]]:
     """The other components' classes and config keys that differ ("vae.scaling_factor": [good, bad]), flipped
     or not."""
-    diff = settings_diff(component_settings(good_env), component_settings(bad_env))
+    diff = settings_diff(*component_settings_pair(good_env, bad_env))
     return {k: v for k, v in diff.items() if not k.startswith(SCHEDULER)}
 
 

@@ -1,16 +1,19 @@
 """Flip another component's config key for a settings-bisection trial (a VAE's `scaling_factor` or
-`force_upcast`, a U-Net's `upcast_attention`): the component is rebuilt from its config with the good run's value
-and the loaded weights — the same tensors, assigned (no copy), built on the meta device first — and put back after.
+`force_upcast`, a U-Net's `upcast_attention`, a transformers text encoder's `hidden_act` or `layer_norm_eps`): the
+component is rebuilt from its config with the good run's value and the loaded weights — the same tensors, assigned
+(no copy), built on the meta device first — and put back after. A diffusers model is built with `from_config`, a
+transformers one as `type(model)(config)` from a copy of its config with the key set.
 
 A key can be flipped only where that rebuild holds the loaded weights exactly (same parameter and buffer names and
-shapes): a key that changes the architecture (`block_out_channels`) cannot, nor a component of another class in
-the good run, one without a diffusers config (a transformers text encoder records none) or one whose forward the
+shapes): a key that changes the architecture (`block_out_channels`, `hidden_size`, `num_hidden_layers`) cannot,
+nor a component of another class in the good run, one with no config to rebuild it from or one whose forward the
 user replaced. `flippable` says why in one line. The user's forward hooks and attention processors are carried
 over to the rebuilt module by reference, so their own code keeps running in the trial.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,8 +24,24 @@ _HOOKS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hook
           "_forward_hooks_always_called")
 
 
+def _is_transformers(module: Any) -> bool:
+    try:
+        from transformers import PretrainedConfig, PreTrainedModel
+    except ImportError:  # pragma: no cover - diffusers pipelines bring transformers
+        return False
+    return isinstance(module, PreTrainedModel) and isinstance(getattr(module, "config", None), PretrainedConfig)
+
+
 def _build(module: Any, changes: dict[str, Any]) -> Any:
     """The module's class from its config with `changes`, on the meta device (no memory, no initialisation)."""
+    if _is_transformers(module):
+        config = copy.deepcopy(module.config)
+        for key, value in changes.items():
+            if not hasattr(config, key):
+                raise ValueError(f"{type(config).__name__} has no key {key!r}")
+            setattr(config, key, value)
+        with torch.device("meta"):
+            return type(module)(config)
     config = {k: v for k, v in dict(module.config).items() if not str(k).startswith("_")}
     with torch.device("meta"):
         return type(module).from_config({**config, **changes})
@@ -39,8 +58,9 @@ def flippable(pipe: Any, component: str, key: str, value: Any, good_class: Any) 
         return f"the pipeline has no {component}"
     if good_class is not None and good_class != type(module).__name__:
         return f"the good run's {component} is a {good_class}, this one a {type(module).__name__}"
-    if not hasattr(type(module), "from_config") or not hasattr(getattr(module, "config", None), "items"):
-        return f"{type(module).__name__} has no diffusers config to rebuild it from"
+    diffusers_model = hasattr(type(module), "from_config") and hasattr(getattr(module, "config", None), "items")
+    if not diffusers_model and not _is_transformers(module):
+        return f"{type(module).__name__} has no diffusers or transformers config to rebuild it from"
     if "forward" in vars(module):
         return f"the user replaced {component}.forward: a rebuilt {component} would drop it"
     try:

@@ -50,16 +50,34 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+# A transformers config's bookkeeping: the same model saved by another install (or loaded in another dtype, a
+# setting of its own) says other values here, so they would make every such pair of runs differ.
+TRANSFORMERS_BOOKKEEPING = frozenset({"transformers_version", "architectures", "torch_dtype", "dtype"})
+
+
+def config_items(component: Any) -> dict[str, Any] | None:
+    """A component's config as {key: value}: a diffusers config's keys, or a transformers `PretrainedConfig`'s
+    `to_dict()` less its bookkeeping; None when it has neither. Keys starting with `_` are left out."""
+    config = getattr(component, "config", None)
+    if hasattr(config, "items"):
+        items = dict(config.items())
+    elif callable(getattr(config, "to_dict", None)) and hasattr(type(component), "config_class"):
+        items = {k: v for k, v in config.to_dict().items() if k not in TRANSFORMERS_BOOKKEEPING}
+    else:
+        return None
+    return {str(k): v for k, v in items.items() if not str(k).startswith("_")}
+
+
 def component_configs(pipe: Any) -> dict[str, dict[str, Any]]:
-    """Each component's class and config as it ran (the scheduler a run installed included): {name: {"_class":
-    …, key: value}}, recorded so that compare and settings bisection can say which config key differs."""
+    """Each component's class and config as it ran (the scheduler a run installed included; a transformers text
+    encoder's too): {name: {"_class": …, key: value}}, recorded so that compare and settings bisection can say
+    which config key differs."""
     found: dict[str, dict[str, Any]] = {}
     for name, component in (getattr(pipe, "components", None) or {}).items():
-        config = getattr(component, "config", None)
-        if component is None or not hasattr(config, "items"):
+        items = None if component is None else config_items(component)
+        if items is None:
             continue
-        found[name] = {"_class": type(component).__name__,
-                       **{str(k): _plain(v) for k, v in config.items() if not str(k).startswith("_")}}
+        found[name] = {"_class": type(component).__name__, **{k: _plain(v) for k, v in items.items()}}
     return found
 
 
