@@ -15,6 +15,7 @@ import pytest
 
 from ghostviewer import api
 from ghostviewer.analysis.compare import component_settings_pair
+from ghostviewer.cli import main
 from ghostviewer.engine.loading.pipelines import DEMO_PIPELINE_DIR
 from ghostviewer.engine.loops.component_flip import flippable, flipped
 from ghostviewer.engine.run.applied_settings import component_configs
@@ -53,9 +54,11 @@ def test_the_text_encoders_config_is_recorded(pair: dict[str, Any]) -> None:
     assert {k: v for k, v in good.items() if k != "hidden_act"} == {k: v for k, v in bad.items() if k != "hidden_act"}
 
 
-def test_compare_names_the_key(pair: dict[str, Any]) -> None:
+def test_compare_names_the_key(pair: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     result = api.compare(pair["good"]["run_dir"], pair["bad"]["run_dir"])
     assert result["settings_diff"] == {"steps": [2, 3], "text_encoder.hidden_act": ["quick_gelu", "relu"]}
+    assert main(["compare", pair["good"]["run_dir"], pair["bad"]["run_dir"]]) == 1
+    assert "setting text_encoder.hidden_act: 'quick_gelu' vs 'relu'" in capsys.readouterr().out
 
 
 def test_settings_bisection_names_the_key_and_the_good_value_is_healthy(pair: dict[str, Any]) -> None:
