@@ -18,6 +18,7 @@ from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.runs_index import ensure
 from tests.gui.fake_runs import write_listed_run
+from tests.gui.history_panels import shown_history
 
 RUNS = 150
 SEEDS = 4  # the study's runs
@@ -60,13 +61,7 @@ def gui_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _open(qtbot, folder: Path) -> tuple[HistoryModel, HistoryPanel]:  # noqa: ANN001 - qtbot
-    model = HistoryModel(folder)
-    panel = HistoryPanel(model)
-    qtbot.addWidget(panel)
-    panel.resize(700, 320)
-    panel.show()
-    qtbot.waitExposed(panel)
-    model.refresh()
+    model, panel = shown_history(qtbot, folder)
     qtbot.waitUntil(lambda: not model.loading and panel.row_count() == RUNS + 1, timeout=60_000)
     qtbot.waitUntil(lambda: model.listing is not None and model.listing.search is not None, timeout=30_000)
     return model, panel
@@ -127,13 +122,7 @@ def test_a_refresh_makes_words_again_only_for_the_new_run(qtbot, tmp_path: Path,
         return real(row, live_run)
 
     monkeypatch.setattr(history_rows, "search_of", spied)
-    model = HistoryModel(tmp_path)
-    panel = HistoryPanel(model)
-    qtbot.addWidget(panel)
-    panel.resize(700, 320)
-    panel.show()
-    qtbot.waitExposed(panel)
-    model.refresh()
+    model, panel = shown_history(qtbot, tmp_path)
     qtbot.waitUntil(lambda: not model.loading and model.listing is not None and model.listing.search is not None,
                     timeout=60_000)
     assert len(searched) == count

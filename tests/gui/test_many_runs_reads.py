@@ -22,6 +22,7 @@ from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.runs_index import ensure
 from tests.gui.fake_runs import write_listed_run as _run
+from tests.gui.history_panels import shown_history
 
 RUNS = 90  # a "large" folder here (LARGE_FOLDER set below it)
 PROMPTS, SEEDS = 3, 4
@@ -173,12 +174,7 @@ def test_the_historys_thumbnails_are_decoded_off_the_gui_thread_for_the_rows_dra
         return real_decode(path, size)
 
     monkeypatch.setattr(gallery_images, "decode", spied_decode)
-    model = HistoryModel(folder)
-    panel = HistoryPanel(model)
-    qtbot.addWidget(panel)
-    panel.resize(600, 300)
-    panel.show()
-    model.refresh()
+    model, panel = shown_history(qtbot, folder, (600, 300))
     qtbot.waitUntil(lambda: not model.loading and panel.row_count() == RUNS, timeout=30_000)
     qtbot.waitUntil(lambda: bool(panel.rows._thumbs) and not panel.rows._waiting, timeout=20_000)
     assert decoded_on and not any(decoded_on), "every thumbnail decoded on the worker"
