@@ -34,7 +34,8 @@ def test_the_sweep_command_says_so_in_one_line(folder: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     listed = folder / "list.txt"
     listed.write_text(f"a __{tmp_path}/secret__ circle\n", encoding="utf-8")  # was an internal error
-    code = cli_main(["sweep", str(listed), "--seeds", "0", "--steps", "1", "--pipeline", str(tmp_path / "none"),
+    # a pipeline that is there: a sweep checks it before it reads the list (a missing one is said first)
+    code = cli_main(["sweep", str(listed), "--seeds", "0", "--steps", "1", "--pipeline", "demo",
                      "--runs-dir", str(tmp_path / "runs")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "internal error" not in err, err
