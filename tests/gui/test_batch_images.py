@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt
 from ghostviewer.gui.data.batch_images import Sample, read_batch, sample_words
 from ghostviewer.gui.widgets.batch_strip import badge_text
 from ghostviewer.record import RunRecord
+from ghostviewer.record.types import CALLBACK_LATENTS
 from tests.gui.batch_runs import BAD_SAMPLE, shared_runs
 from tests.gui.handover import module_window
 from tests.gui.live_window import needs_demo
@@ -74,7 +75,8 @@ def test_a_batch_shows_each_image_with_its_own_verdict(window, qtbot, runs: dict
     bad = run["sample_anomalies"][BAD_SAMPLE]
     assert bad is not None and run["verdicts"][BAD_SAMPLE]["label"] == "nan"
     words = badges[BAD_SAMPLE].text().replace("\u200b", "").replace("\n", " ")
-    assert words == f"image 2 of 3: NaN at step {bad['step']} in {bad['module']}"
+    assert words == f"image 2 of 3: NaN at step {bad['step']} in your step callback"  # the caller's code, said so
+    assert bad["module"] == CALLBACK_LATENTS
     assert badges[BAD_SAMPLE].kind == "bad"
     for index, badge in enumerate(badges):
         assert badge.text().startswith(f"image {index + 1} of 3:\n{run['verdicts'][index]['label']}"

@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
+from ghostviewer.gui.data.batch_images import MODULE_WORDS
 from ghostviewer.record import RunRecord
 from ghostviewer.record.samples import first_nonfinite, sample_nonfinite
+from ghostviewer.record.types import CALLBACK_LATENTS
 from tests.gui.batch_calls import nan_batch_call
 from tests.gui.handover import module_window
 from tests.gui.live_window import needs_demo
@@ -124,7 +126,9 @@ def test_the_per_sample_table_names_image_2s_first_nan(runs: dict[str, Any]) -> 
     assert lines and {line["sample"] for line in lines} == {BAD_SAMPLE}
     first = first_nonfinite(record, 3)
     assert first[0] is None and first[2] is None
-    assert first[BAD_SAMPLE]["kind"] == "nan" and first[BAD_SAMPLE]["step"] == POISONED_AT + 1  # the unet sees it
+    # First seen where the caller's own step callback hands the latents back (its row), at the step it poisoned.
+    assert first[BAD_SAMPLE]["kind"] == "nan" and first[BAD_SAMPLE]["step"] == POISONED_AT
+    assert first[BAD_SAMPLE]["module"] == CALLBACK_LATENTS
     assert first[BAD_SAMPLE]["module"] == lines[0]["module"] and first[BAD_SAMPLE]["outputs"] == len(lines)
     assert first_nonfinite(RunRecord(runs["twins"]["run_dir"]), 2) == []  # a healthy batch: no table
 
@@ -134,7 +138,7 @@ def test_image_2_shows_its_own_nan_steps_and_its_badge_names_them(window, qtbot,
     strip = _open(window, qtbot, run["run_dir"])
     first = first_nonfinite(RunRecord(run["run_dir"]), 3)[BAD_SAMPLE]
     badge = strip.tiles[BAD_SAMPLE].badge.text().replace("\u200b", "").replace("\n", " ")
-    assert badge == f"image 2 of 3: NaN at step {first['step']} in {first['module']}"
+    assert badge == f"image 2 of 3: NaN at step {first['step']} in {MODULE_WORDS.get(first['module'], first['module'])}"
     assert f"NaN/Inf in {first['outputs']} outputs" in strip.tiles[BAD_SAMPLE].toolTip()
     images = window.step_images
     after = first["step"] + 1

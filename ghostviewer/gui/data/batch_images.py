@@ -18,9 +18,11 @@ import numpy as np
 from ghostviewer.gui.data.step_data import read_rgb
 from ghostviewer.record import RecordError, RunRecord
 from ghostviewer.record.samples import first_nonfinite
+from ghostviewer.record.types import CALLBACK_LATENTS
 
 THUMB_MAX_PX = 256  # a sample's image is kept at most this large for the strip (the final pane reads its own)
 KIND_WORDS = {"nan": "NaN", "inf": "Inf"}
+MODULE_WORDS = {CALLBACK_LATENTS: "your step callback"}  # the caller's own code, said so (and short enough for a tile)
 STEP_DATA_SAMPLE = 0  # the sample whose step tensors a record made before every sample's were kept has
 
 
@@ -88,6 +90,7 @@ def anomaly_phrase(anomaly: dict[str, Any]) -> str:
     kind = str(anomaly.get("kind") or "anomaly")
     kind = KIND_WORDS.get(kind, kind)
     module, step = anomaly.get("module") or "?", anomaly.get("step")
+    module = MODULE_WORDS.get(module, module)
     if step is None:
         return f"{kind} in {module} ({anomaly.get('phase') or '?'})"
     return f"{kind} at step {step} in {module}"
