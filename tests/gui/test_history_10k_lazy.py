@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ghostviewer.gui.models import history_model, history_rows
+from ghostviewer.gui.models import history_lines, history_model
 from ghostviewer.gui.models.history_model import HistoryModel, RunEntry, StudyEntry
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
@@ -115,13 +115,13 @@ def test_a_refresh_makes_words_again_only_for_the_new_run(qtbot, tmp_path: Path,
     for k in range(count):
         write_listed_run(tmp_path, k, f"a green square #{k}", k)
     searched: list[str] = []
-    real = history_rows.search_of
+    real = history_lines.search_of
 
     def spied(row, live_run):  # noqa: ANN001, ANN202 - search_of's own
         searched.append(row.path)
         return real(row, live_run)
 
-    monkeypatch.setattr(history_rows, "search_of", spied)
+    monkeypatch.setattr(history_lines, "search_of", spied)
     model, panel = shown_history(qtbot, tmp_path)
     qtbot.waitUntil(lambda: not model.loading and model.listing is not None and model.listing.search is not None,
                     timeout=60_000)
@@ -149,13 +149,13 @@ def test_the_workers_search_texts_give_way_to_the_live_run_for_the_rows_it_chang
                         None)
 
     rows: list = [run("b", "running"), run("a", "done")]
-    search, studies, sensitive = history_rows.searches(rows)
+    search, studies, sensitive = history_lines.searches(rows)
     assert sensitive == [0] and "incomplete" in search[0]
-    listing = history_rows.Listing(rows, {}, {}, search, studies, sensitive)
-    live = history_rows.Lines(rows, "/runs/b", listing=listing)
+    listing = history_lines.Listing(rows, {}, {}, search, studies, sensitive)
+    live = history_lines.Lines(rows, "/runs/b", listing=listing)
     texts = live.all_search()
     assert "running" in texts[0] and "incomplete" not in texts[0] and texts[1] is search[1]
-    assert history_rows.Lines(rows, None, listing=listing).all_search() is search and live.formatted == 0
+    assert history_lines.Lines(rows, None, listing=listing).all_search() is search and live.formatted == 0
 
 
 def test_a_small_folder_never_read_opens_a_few_records_in_place_and_the_rest_off_the_gui_thread(

@@ -11,7 +11,7 @@ first, a screenful first and then CHUNK new records at a time: the rows read so 
 rest follow, so the window never waits on thousands of database opens (a refresh of a folder read before only
 checks each folder's modification times, also off the GUI thread). A folder with a runs index shows its newest
 FIRST_CHUNK rows from it at once (history_scan.first_page: a few ms), then every row in one step, with where each
-row is (a Listing) made on the worker beside the read; no row's words are made until it is drawn (history_rows.Lines).
+row is (a Listing) made on the worker beside the read; no row's words are made until it is drawn (history_lines.Lines).
 A small folder is read in place, as before.
 
 A watch study (the calls a watcher recorded in the user's own program: ghostviewer.watch, `ghostviewer record --`)
@@ -105,9 +105,9 @@ IN_PLACE_OPENS = 20  # records a small folder's refresh opens on the GUI thread 
 
 
 def _indexed(read: tuple[list[HistoryRow], Cache, bool]) -> tuple[list[HistoryRow], Cache, bool, Any]:
-    """The read with where each of its rows is (history_rows.Listing), made on the worker: thousands of new rows
+    """The read with where each of its rows is (history_lines.Listing), made on the worker: thousands of new rows
     then cost the GUI thread nothing per row to show (their lines are made when drawn)."""
-    from ghostviewer.gui.models.history_rows import listing  # it imports this module
+    from ghostviewer.gui.models.history_lines import listing  # it imports this module
 
     return (*read, listing(read[0]))
 
@@ -125,7 +125,7 @@ class HistoryModel(QObject):
         self.broken: list[BrokenEntry] = []  # folders that cannot be read, with why
         self.rows: list[HistoryRow] = []  # runs, studies and unreadable folders, newest first: the panel's rows
         self.live_run: str | None = None
-        self.listing: Any = None  # where each row is (history_rows.Listing), made on the worker with a large read
+        self.listing: Any = None  # where each row is (history_lines.Listing), made on the worker with a large read
         self._searched: tuple[list[HistoryRow], list[str]] | None = None  # rows and the search texts made for them
         self._cache: Cache = {}
         self._reading: Path | None = None  # the folder a background read is reading
@@ -249,7 +249,7 @@ class HistoryModel(QObject):
         filter's first pass over them then costs the GUI thread no formatting; a refresh meanwhile cancels it)."""
         if rows is not self.rows:
             return  # other rows meanwhile: theirs come after them
-        from ghostviewer.gui.models.history_rows import searches  # it imports this module
+        from ghostviewer.gui.models.history_lines import searches  # it imports this module
 
         before = self._searched  # the last texts made: kept for the rows unchanged (a watched folder's new runs)
         self._worker.submit(("search", self.runs_dir, rows), lambda task: searches(rows, task.check, before))

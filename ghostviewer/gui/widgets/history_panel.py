@@ -19,11 +19,11 @@ A run row's context menu: Open, Compare with… (the next run clicked in the his
 Bisect, Export bug report…; the window connects the requests to the controller's actions. Replay is greyed out,
 with the reason, when `replay_blocker(path)` names one (a bundle's run and weights that are not its own).
 
-A model/view (gui/models/history_rows.py): one plain Line per row, made when the row is first drawn (or read),
-served to a QTreeView that asks only for the rows on screen (thumbnails are read then); a refresh resets the model
-and puts back the current row, the selection, the studies opened and the scroll position. `tree` also answers the
-QTreeWidget calls the window and the tests make (topLevelItem, currentItem, setCurrentItem, selectedItems...) with
-HistoryItem handles.
+A model/view (gui/models/history_rows.py, its lines history_lines.py): one Line per row, made when the row is first
+drawn (or read), served to a QTreeView that asks only for the rows on screen (thumbnails are read then); a refresh
+resets the model and puts back the current row, the selection, the studies opened and the scroll position. `tree`
+also answers the QTreeWidget calls the window and the tests make (topLevelItem, currentItem, setCurrentItem,
+selectedItems...) with HistoryItem handles.
 """
 
 from __future__ import annotations
@@ -46,22 +46,14 @@ from PySide6.QtWidgets import (
 )
 
 from ghostviewer.gui import messages
-from ghostviewer.gui.models.history_model import HistoryModel, StudyEntry
-from ghostviewer.gui.models.history_rows import (  # noqa: F401 - the names other modules import from here
+from ghostviewer.gui.models.history_lines import (  # noqa: F401 - the names other modules import from here
     BAD_COLOUR,
     BUNDLE_COLOUR,
     COLUMNS,
-    IMAGE_ROLE,
-    KIND_ROLE,
-    PATH_ROLE,
-    PROBLEM_ROLE,
-    SEARCH_ROLE,
     STATE_COLOURS,
-    THUMB_PX,
     UNREADABLE_COLOUR,
     WARN_COLOUR,
     WATCHED_COLOUR,
-    HistoryRows,
     Line,
     Lines,
     line_of,
@@ -69,6 +61,16 @@ from ghostviewer.gui.models.history_rows import (  # noqa: F401 - the names othe
     state_colour,
     time_words,
     when_words,
+)
+from ghostviewer.gui.models.history_model import HistoryModel, StudyEntry
+from ghostviewer.gui.models.history_rows import (  # noqa: F401 - the names other modules import from here
+    IMAGE_ROLE,
+    KIND_ROLE,
+    PATH_ROLE,
+    PROBLEM_ROLE,
+    SEARCH_ROLE,
+    THUMB_PX,
+    HistoryRows,
 )
 from ghostviewer.gui.widgets.history_tree import HistoryItem, HistoryTree, Key
 
@@ -171,7 +173,7 @@ class HistoryPanel(QWidget):
         return items
 
     def _rebuild(self) -> None:
-        """The tree from the model's rows (their lines made when drawn: history_rows.Lines); the current row, the
+        """The tree from the model's rows (their lines made when drawn: history_lines.Lines); the current row, the
         selection, the studies opened and the scroll position as they were (a watched folder's refresh moves
         nothing on screen)."""
         state = self._state_before()

@@ -9,7 +9,8 @@ from PySide6.QtCore import QItemSelection, QItemSelectionModel, QModelIndex, QPo
 from PySide6.QtGui import QBrush, QFont, QIcon
 from PySide6.QtWidgets import QAbstractItemView, QTreeView, QWidget
 
-from ghostviewer.gui.models.history_rows import COLUMNS, HistoryRows, Line
+from ghostviewer.gui.models.history_lines import COLUMNS, Line
+from ghostviewer.gui.models.history_rows import HistoryRows
 
 Key = tuple[str, str | None]  # (the top-level row's folder, the study child's folder or None)
 ROWS = QItemSelectionModel.SelectionFlag.Rows
