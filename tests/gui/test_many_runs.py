@@ -14,13 +14,14 @@ import pytest
 from PySide6.QtCore import QModelIndex
 from PySide6.QtGui import QImage
 
-from ghostviewer.gui.models import gallery_images, history_model
+from ghostviewer.gui.models import history_model
 from ghostviewer.gui.models.history_model import FIRST_CHUNK, HistoryModel
 from ghostviewer.gui.models.sweep_model import SweepModel
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.gui.widgets.sweep_gallery import SweepGallery, _whole_across
 from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.runs_index import ensure
+from tests.gui.decode_spy import spy_decodes
 from tests.gui.fake_runs import write_listed_run as _run
 
 RUNS = 120  # a "large" folder for these tests (LARGE_FOLDER set below it): read off the GUI thread
@@ -142,14 +143,7 @@ def _cells_on_screen(gallery: SweepGallery) -> set[str]:
 
 def test_the_gallery_decodes_the_cells_it_draws_only_into_a_bounded_cache(qtbot, sweep: Path, monkeypatch) -> None:  # noqa: ANN001
     opens = _count_opens(monkeypatch)
-    decoded_on: list[bool] = []
-    real_decode = gallery_images.decode
-
-    def spied_decode(path: str, size: int = gallery_images.IMAGE_PX) -> QImage:
-        decoded_on.append(threading.current_thread() is threading.main_thread())
-        return real_decode(path, size)
-
-    monkeypatch.setattr(gallery_images, "decode", spied_decode)
+    decoded_on = spy_decodes(monkeypatch)
     model = SweepModel()
     model.images.capacity = 30
     gallery = SweepGallery(model)

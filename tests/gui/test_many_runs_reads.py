@@ -13,14 +13,14 @@ import threading
 from pathlib import Path
 
 import pytest
-from PySide6.QtGui import QImage
 
-from ghostviewer.gui.models import gallery_images, history_model, sweep_model
+from ghostviewer.gui.models import history_model, sweep_model
 from ghostviewer.gui.models.history_model import HistoryModel
 from ghostviewer.gui.models.sweep_model import RUN_DIR, SweepGridModel, SweepModel, grid_of
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.runs_index import ensure
+from tests.gui.decode_spy import spy_decodes
 from tests.gui.fake_runs import write_listed_run as _run
 from tests.gui.history_panels import shown_history
 
@@ -166,14 +166,7 @@ def test_a_large_folder_is_read_once_from_its_index(qtbot, folder: Path, monkeyp
 def test_the_historys_thumbnails_are_decoded_off_the_gui_thread_for_the_rows_drawn(qtbot, folder: Path,  # noqa: ANN001
                                                                                  monkeypatch) -> None:
     monkeypatch.setattr(history_model, "LARGE_FOLDER", RUNS // 2)
-    decoded_on: list[bool] = []
-    real_decode = gallery_images.decode
-
-    def spied_decode(path: str, size: int = gallery_images.IMAGE_PX) -> QImage:
-        decoded_on.append(threading.current_thread() is threading.main_thread())
-        return real_decode(path, size)
-
-    monkeypatch.setattr(gallery_images, "decode", spied_decode)
+    decoded_on = spy_decodes(monkeypatch)
     model, panel = shown_history(qtbot, folder, (600, 300))
     qtbot.waitUntil(lambda: not model.loading and panel.row_count() == RUNS, timeout=30_000)
     qtbot.waitUntil(lambda: bool(panel.rows._thumbs) and not panel.rows._waiting, timeout=20_000)
