@@ -1,5 +1,6 @@
 """Killed runs and studies read `interrupted` everywhere; `ghostviewer doctor` folds their logs back in; the kill
-test (scripts/kill_test.py) in short: 3 SIGKILLs of the engine mid-run lose no committed step."""
+test (scripts/kill_test.py) in short: 3 SIGKILLs of the engine mid-run lose no committed step (each engine a fork
+of this process, torch already imported: tests/kill_script.py)."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def test_a_study_being_written_cannot_be_resumed_by_another_writer(tmp_path: Pat
 @pytest.mark.slow
 @pytest.mark.skipif(not DEMO.is_file() or not hasattr(signal, "SIGKILL"), reason="needs the demo and SIGKILL")
 def test_three_engine_kills_lose_no_committed_step(tmp_path: Path) -> None:
-    script = kill_test()
+    script = kill_test(forked_engines=True)
     os.environ.setdefault("GHOSTVIEWER_ENGINE_THREADS", "1")
     points = [(0, 0.0), (3, random.Random(1).uniform(0, 0.03)), (7, 0.0)]  # at the start, mid-run, late
     results = [script.kill_once(tmp_path / f"k{i}", after, jitter, steps=40, seed=i)
