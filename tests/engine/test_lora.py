@@ -28,7 +28,7 @@ from ghostviewer.spec.prompt_lists import ListOptions
 from tests.engine.tiny_lora import lora_states, save_lora
 
 PROMPT = "a red circle on a blue background"
-STEPS = 4
+STEPS = 2  # every claim here is about the LoRA's effect and its unloading, which show from the first step
 
 
 @pytest.fixture(scope="module")
