@@ -21,6 +21,7 @@ from tests.engine.edited_demo import edited_demo
 PROMPT = "a red circle on a blue background"
 UNET = "unet/diffusion_pytorch_model.safetensors"
 VAE = "vae/diffusion_pytorch_model.safetensors"
+STEPS = 2  # each departure here is at step 0 or in the decode, each NaN from the first step
 
 
 def _norm_gain(t: dict) -> None:  # type: ignore[type-arg]
@@ -35,12 +36,12 @@ def _swap_channels(t: dict) -> None:  # type: ignore[type-arg]
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A healthy demo run and a run of a copy whose GroupNorm gain was cut (4 steps, same call)."""
+    """A healthy demo run and a run of a copy whose GroupNorm gain was cut (2 steps, same call)."""
     root = tmp_path_factory.mktemp("reference")
     folder = edited_demo(root, "norm-gain", UNET, _norm_gain)
     runs = root / "runs"
-    good = api.run("demo", PROMPT, seed=5, steps=4, runs_dir=runs)
-    bad = api.run(str(folder), PROMPT, seed=5, steps=4, runs_dir=runs)
+    good = api.run("demo", PROMPT, seed=5, steps=STEPS, runs_dir=runs)
+    bad = api.run(str(folder), PROMPT, seed=5, steps=STEPS, runs_dir=runs)
     return {"good": Path(good["run_dir"]), "bad": Path(bad["run_dir"]), "root": root}
 
 
@@ -59,7 +60,7 @@ def test_compare_with_a_reference_locates_a_gain_cut_at_its_resnet(two_runs: dic
 
 
 def test_a_healthy_pair_stays_in_the_reference_range(two_runs: dict[str, Path], capsys) -> None:  # type: ignore[no-untyped-def]
-    other = api.run("demo", PROMPT, seed=6, steps=4, runs_dir=two_runs["root"] / "runs")
+    other = api.run("demo", PROMPT, seed=6, steps=STEPS, runs_dir=two_runs["root"] / "runs")
     code = main(["compare", str(two_runs["good"]), other["run_dir"], "--reference", str(DEMO_PIPELINE_DIR),
                  "--runs-dir", str(two_runs["root"] / "reference-runs")])
     text = capsys.readouterr().out
@@ -68,7 +69,7 @@ def test_a_healthy_pair_stays_in_the_reference_range(two_runs: dict[str, Path], 
 
 
 def test_the_suspect_is_a_when_only_a_looks_bad(two_runs: dict[str, Path], tmp_path: Path) -> None:
-    nan = api.run("demo", PROMPT, seed=7, steps=4, faults=["nan-latents"], runs_dir=tmp_path)  # seed % 10 == 7
+    nan = api.run("demo", PROMPT, seed=7, steps=STEPS, faults=["nan-latents"], runs_dir=tmp_path)  # seed % 10 == 7
     assert nan["verdict"]["label"] != "ok"
     assert suspect_of(nan["run_dir"], two_runs["good"]) == ("a", Path(nan["run_dir"]))
     assert suspect_of(two_runs["good"], nan["run_dir"])[0] == "b"
@@ -76,7 +77,7 @@ def test_the_suspect_is_a_when_only_a_looks_bad(two_runs: dict[str, Path], tmp_p
 
 def test_run_reference_locates_two_swapped_vae_channels(tmp_path: Path) -> None:
     folder = edited_demo(tmp_path, "vae-swap", VAE, _swap_channels)
-    result = api.run(str(folder), PROMPT, seed=2, steps=4, runs_dir=tmp_path / "runs", reference="demo")
+    result = api.run(str(folder), PROMPT, seed=2, steps=STEPS, runs_dir=tmp_path / "runs", reference="demo")
     side = result["reference"]
     assert side["by"] == "same inputs"
     assert side["first_departure"]["module"] == "vae.decoder.up_blocks.0.resnets.0"
@@ -91,7 +92,7 @@ def test_a_failed_audit_is_named_as_the_first_anomalys_likely_cause(tmp_path: Pa
         loaded.pipe.unet.mid_block.resnets[0].conv1.weight[0, 0, 0, 0] = float("nan")
     findings, cost = bad_weights(loaded.pipe)
     assert cost["audited"] == ["unet"] and [f["kind"] for f in findings] == ["nan"]  # edited in place: read again
-    result = api.run(loaded.pipe, PROMPT, seed=1, steps=4, runs_dir=tmp_path)
+    result = api.run(loaded.pipe, PROMPT, seed=1, steps=STEPS, runs_dir=tmp_path)
     anomaly = result["first_anomaly"]
     assert anomaly["module"] == "unet.mid_block.resnets.0" and anomaly["kind"] == "nan"
     cause = anomaly["likely_cause"]
@@ -108,7 +109,7 @@ def test_every_bad_weight_is_logged_and_only_the_one_in_the_anomalys_module_cite
     with torch.no_grad():
         loaded.pipe.vae.decoder.conv_out.weight.zero_()  # a dead layer, in the decoder
         loaded.pipe.unet.conv_in.weight[0, 0, 0, 0] = float("inf")
-    result = api.run(loaded.pipe, PROMPT, seed=1, steps=4, runs_dir=tmp_path)
+    result = api.run(loaded.pipe, PROMPT, seed=1, steps=STEPS, runs_dir=tmp_path)
     assert result["first_anomaly"]["module"].startswith("unet.conv_in")
     assert result["first_anomaly"]["likely_cause"]["kind"] == "inf"
     notes = [e.message for e in RunRecord(result["run_dir"]).events(kind="audit")]
