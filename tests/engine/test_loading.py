@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -102,6 +103,26 @@ def test_large_files_are_fingerprinted(tmp_path: Path, monkeypatch: pytest.Monke
     assert loading.hash_files([a]) == loading.hash_files([b])  # only size, head and tail count
     b.write_bytes(b"x" * 16 + b"middle-two" * 10 + b"z" * 16)
     assert loading.hash_files([a]) != loading.hash_files([b])
+
+
+def _sha16(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def test_a_weight_file_written_again_is_hashed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Digests are kept per file between loads, but never one of a file just written: rewritten in the same clock
+    tick, its size and mtime (set back here) could not tell the two apart."""
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"one" * 100)
+    stamp = weights.stat()
+    assert loading.hash_files([weights]) == _sha16(b"one" * 100)
+    weights.write_bytes(b"two" * 100)
+    os.utime(weights, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert loading.hash_files([weights]) == _sha16(b"two" * 100)
+    monkeypatch.setattr(weight_files, "SETTLED_NS", 0)  # every file settled: the digest is kept at once
+    assert loading.hash_files([weights]) == loading.hash_files([weights]) == _sha16(b"two" * 100)
+    weights.write_bytes(b"three" * 100)
+    assert loading.hash_files([weights]) == _sha16(b"three" * 100)
 
 
 def test_per_component_dtype(tiny_sd_dir: Path) -> None:
