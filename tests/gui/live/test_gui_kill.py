@@ -21,7 +21,7 @@ from tests.kill_script import kill_test
 def test_two_engine_kills_through_the_window(live_window, tmp_path: Path,  # noqa: ANN001 - the live window
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GHOSTVIEWER_ENGINE_THREADS", "1")
-    report = kill_test().gui_kills(tmp_path / "kills", kills=2, steps=12, seed=0, window=live_window)
+    report = kill_test().gui_kills(tmp_path / "kills", kills=2, steps=8, seed=7, window=live_window)
     assert report["problems"] == [], report["problems"]
     assert report["kills"] == 2 and report["window_up"] and report["jobs_failed_for_the_engine"] == 2
     assert report["records_readable"] + report["no_record_yet"] == 2
