@@ -60,7 +60,7 @@ def test_healthy_run_is_recorded_step_by_step(demo_loaded, runs_dir: Path) -> No
 
 
 def test_same_seed_is_bit_identical_and_seed_matters(demo_loaded, runs_dir: Path) -> None:
-    a, b, c = (_run(demo_loaded, runs_dir, seed=s, steps=4) for s in (5, 5, 6))
+    a, b, c = (_run(demo_loaded, runs_dir, seed=s, steps=2) for s in (5, 5, 6))
     assert np.array_equal(_pixels(a), _pixels(b))
     assert not np.array_equal(_pixels(a), _pixels(c))
 
@@ -84,8 +84,14 @@ def test_cancel_stops_at_once_and_keeps_the_steps(demo_loaded, runs_dir: Path) -
     assert_no_leftovers(demo_loaded.pipe)
 
 
-def test_bypass_changes_the_run_and_removing_it_restores_it(demo_loaded, runs_dir: Path) -> None:
-    plain = _run(demo_loaded, runs_dir, seed=1, steps=4)
+@pytest.fixture(scope="module")
+def plain_seed_1(demo_loaded, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A plain run (seed 1, 4 steps) the bypass tests compare with, made once for the module and only read."""
+    return _run(demo_loaded, tmp_path_factory.mktemp("plain-seed-1"), seed=1, steps=4)
+
+
+def test_bypass_changes_the_run_and_removing_it_restores_it(demo_loaded, runs_dir: Path, plain_seed_1: dict) -> None:
+    plain = plain_seed_1
     bypassed = _run(demo_loaded, runs_dir, seed=1, steps=4, bypass=("unet.mid_block.attentions.0",))
     again = _run(demo_loaded, runs_dir, seed=1, steps=4)
     assert not np.array_equal(_pixels(plain), _pixels(bypassed))
@@ -188,9 +194,9 @@ def test_prompt_tokens_and_attention_maps_are_recorded(demo_loaded, runs_dir: Pa
     assert all(m.ndim == 3 and (m >= 0).all() for m in maps.values())
 
 
-def test_zero_residual_bypass_keeps_only_the_shortcut(demo_loaded, runs_dir: Path) -> None:
+def test_zero_residual_bypass_keeps_only_the_shortcut(demo_loaded, runs_dir: Path, plain_seed_1: dict) -> None:
     module = "unet.up_blocks.1.resnets.0"  # its shortcut maps the skip concatenation to fewer channels
-    plain = _run(demo_loaded, runs_dir, seed=1, steps=4)
+    plain = plain_seed_1
     bypassed = _run(demo_loaded, runs_dir, seed=1, steps=4, bypass=(module,), capture=(module,))
     assert not np.array_equal(_pixels(plain), _pixels(bypassed))
     record = RunRecord(Path(bypassed["run_dir"]))
