@@ -24,8 +24,7 @@ TORCH_FREE = (
     ("ghostviewer.spec", TORCH | QT | {"numpy", "PIL", "safetensors"}, True),
     ("ghostviewer.record", TORCH | QT, True),
     ("ghostviewer.analysis", TORCH | QT, True),
-    ("ghostviewer.gui.app", TORCH, False),
-)
+)  # ghostviewer.gui.app and a window made and shown, without TORCH: tests/gui/test_gui_boundary.py
 
 
 def _loaded_banned(layers: tuple[tuple[str, set[str], bool], ...]) -> dict[str, str]:
