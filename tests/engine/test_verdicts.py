@@ -6,7 +6,6 @@ import json
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +13,6 @@ import pytest
 from ghostviewer.analysis.verdicts import LABELS, SCORES, THRESHOLDS, image_verdict, verdict_is_bad
 from ghostviewer.demo import shapes
 
-DEMO_PIPELINE = Path(__file__).resolve().parents[2] / "resources" / "demo-pipeline"
 SIDE = shapes.SIZE
 
 
@@ -137,14 +135,12 @@ def test_importable_without_torch() -> None:
 
 
 @pytest.fixture(scope="session")
-def healthy_demo_runs() -> list[tuple[str, int, np.ndarray]]:
-    """12 healthy demo runs (20 DDIM steps, 64×64, guidance 7.5), prompts spread over the combinations."""
-    if not (DEMO_PIPELINE / "model_index.json").exists():
-        pytest.skip(f"demo pipeline not trained: {DEMO_PIPELINE} missing (scripts/train_demo.py makes it)")
-    torch = pytest.importorskip("torch")
-    diffusers = pytest.importorskip("diffusers")
-    pipe = diffusers.DiffusionPipeline.from_pretrained(DEMO_PIPELINE)
-    pipe.set_progress_bar_config(disable=True)
+def healthy_demo_runs(demo_loaded) -> list[tuple[str, int, np.ndarray]]:  # noqa: ANN001
+    """12 healthy demo runs (20 DDIM steps, 64×64, guidance 7.5), prompts spread over the combinations, made by the
+    suite's shared demo pipeline (plain calls: nothing of it changed)."""
+    import torch
+
+    pipe = demo_loaded.pipe
     combos = shapes.all_combos()
     positions = [None, *shapes.POSITIONS]
     prompts, seeds = [], []
