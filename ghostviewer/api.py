@@ -131,6 +131,10 @@ def run_spec(
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(spec)
     validate(with_call_defaults(spec))  # what needs no pipeline is refused before a load of seconds
     check_generator_device(spec.generator_device)  # a CUDA generator without CUDA, likewise
+    if check_batch_variance:  # a batch of one, likewise (the runner checks again, on the settings it applies)
+        from ghostviewer.engine.run.batch_variance import check_batch_request
+
+        check_batch_request(with_call_defaults(spec))
     loaded = _loaded(source, spec.device, spec.dtype, allow_pickle, config)
     refuse_unapplied(loaded, spec.dtype, spec.device)  # a pipeline object is used as it is, never silently
     extra = dict(spec.extra)
