@@ -99,6 +99,21 @@ def _run(loaded: LoadedPipeline, runs_dir: Path, **kwargs: object) -> RunRecord:
     return RunRecord(Path(result["run_dir"]))
 
 
+@pytest.fixture(scope="module")
+def plain_run(family_loaded, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, int], RunRecord]:
+    """A family's run at the default settings (`steps` 3 or 2), made once per module and only read: the plain side
+    of the bypass, attention and replay checks and the record of the step checks (each writes its own runs)."""
+    made: dict[tuple[str, int], RunRecord] = {}
+
+    def get(family: str, steps: int = 3) -> RunRecord:
+        if (family, steps) not in made:
+            runs = tmp_path_factory.mktemp(f"plain-{family}-{steps}")
+            made[family, steps] = _run(family_loaded(family), runs, steps=steps)
+        return made[family, steps]
+
+    return get
+
+
 def _fingerprints(record: RunRecord, module: str) -> dict[int | None, int | None]:
     return {row.step: row.fingerprint for row in record.stats(module, phase="denoise") if row.call == 0}
 
@@ -139,8 +154,8 @@ def test_native_size_and_usual_guidance(family: str, family_loaded) -> None:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_run_records_every_step_with_previews_and_x0(family: str, family_loaded, runs_dir: Path) -> None:
-    record = _run(family_loaded(family), runs_dir)
+def test_run_records_every_step_with_previews_and_x0(family: str, family_loaded, plain_run) -> None:
+    record = plain_run(family)
     assert record.status == "done"
     assert [s.index for s in record.steps()] == [0, 1, 2]
     denoise = record.stats(phase="denoise")
@@ -159,8 +174,8 @@ def test_run_records_every_step_with_previews_and_x0(family: str, family_loaded,
 
 
 @pytest.mark.parametrize("family", ["sd3", "flux"])
-def test_flow_matching_x0_is_x_t_minus_sigma_v(family: str, family_loaded, runs_dir: Path) -> None:
-    record = _run(family_loaded(family), runs_dir)
+def test_flow_matching_x0_is_x_t_minus_sigma_v(family: str, plain_run) -> None:
+    record = plain_run(family)
     sigmas = [s.sigma for s in record.steps()]
     x_t, prev = record.step_tensors(0)["latents"], record.step_tensors(1)["latents"]
     velocity = (prev - x_t) / (sigmas[2] - sigmas[1])  # Euler: x_next = x_t + (σ_next − σ)·v
@@ -172,10 +187,10 @@ def test_flow_matching_x0_is_x_t_minus_sigma_v(family: str, family_loaded, runs_
 
 
 @pytest.mark.parametrize(("family", "block", "upstream"), BYPASSES, ids=[f"{f}-{b}" for f, b, _ in BYPASSES])
-def test_bypass_passes_every_stream_through(family: str, block: str, upstream: str, family_loaded,
+def test_bypass_passes_every_stream_through(family: str, block: str, upstream: str, family_loaded, plain_run,
                                             runs_dir: Path) -> None:
     loaded = family_loaded(family)
-    plain = _run(loaded, runs_dir)
+    plain = plain_run(family)
     bypassed = _run(loaded, runs_dir, bypass=(block,))
     assert compare_runs(plain.path, bypassed.path)["first_divergence"] is not None
     assert not np.array_equal(plain.step_tensors(2)["latents"], bypassed.step_tensors(2)["latents"])
@@ -217,10 +232,10 @@ def test_captured_feature_maps_are_pictures(family: str, family_loaded, runs_dir
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_attention_capture_gives_a_map_per_token_and_changes_nothing(family: str, family_loaded,
+def test_attention_capture_gives_a_map_per_token_and_changes_nothing(family: str, family_loaded, plain_run,
                                                                      runs_dir: Path) -> None:
     loaded = family_loaded(family)
-    plain = _run(loaded, runs_dir, steps=2)
+    plain = plain_run(family, steps=2)
     captured = _run(loaded, runs_dir, steps=2, capture_attention=True)
     if family in ("sd3", "flux"):  # joint attention is observed beside the original processor: bit-identical
         assert compare_runs(plain.path, captured.path)["first_divergence"] is None
@@ -239,9 +254,9 @@ def test_attention_capture_gives_a_map_per_token_and_changes_nothing(family: str
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_replay_is_bit_identical(family: str, family_loaded, runs_dir: Path) -> None:
+def test_replay_is_bit_identical(family: str, family_loaded, plain_run, runs_dir: Path) -> None:
     loaded = family_loaded(family)
-    record = _run(loaded, runs_dir, steps=2)
+    record = plain_run(family, steps=2)
     report = replay_run(record.path, 1, pipeline=loaded.pipe, runs_dir=runs_dir)
     assert report["reproduced"] is True, report["first_divergence"]
 
