@@ -9,6 +9,7 @@ import pytest
 from tests.gui.live_window import RUN_TIMEOUT_MS, needs_demo, run_job
 
 pytestmark = needs_demo
+STEPS = 12  # the run the module scrubs, decodes (step 10), replays and reopens
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +29,10 @@ def test_window_is_up_before_the_engine(win, qtbot) -> None:  # noqa: ANN001
 
 
 def test_queue_a_run_and_watch_it(win, qtbot) -> None:  # noqa: ANN001
-    job = _run(qtbot, win, prompt="a red circle on a blue background", seed=7, seed_locked=True, steps=20)
+    job = _run(qtbot, win, prompt="a red circle on a blue background", seed=7, seed_locked=True, steps=STEPS)
     state = win.state
     assert job.status == "done", job.error
-    assert state.timeline.run_dir == job.run_dir and state.timeline.count == 20
+    assert state.timeline.run_dir == job.run_dir and state.timeline.count == STEPS
     assert win.timeline_bar.badge.kind in ("ok", "bad") and win.timeline_bar.badge.text() == job.verdict
     qtbot.waitUntil(lambda: win.step_images.items["final image"].image is not None, timeout=5000)
     qtbot.waitUntil(lambda: state.step_data.idle, timeout=5000)  # the step is read off the GUI thread
@@ -41,7 +42,7 @@ def test_queue_a_run_and_watch_it(win, qtbot) -> None:  # noqa: ANN001
 
 def _settled(win, qtbot) -> None:  # noqa: ANN001
     """The finished run is the timeline's, its steps on the slider (they are read off the GUI thread)."""
-    qtbot.waitUntil(lambda: win.state.timeline.count == 20 and win.timeline_bar.slider.maximum() == 19
+    qtbot.waitUntil(lambda: win.state.timeline.count == STEPS and win.timeline_bar.slider.maximum() == STEPS - 1
                     and win.state.step_data.idle, timeout=RUN_TIMEOUT_MS)
 
 
@@ -49,13 +50,13 @@ def test_scrub_the_timeline(win, qtbot) -> None:  # noqa: ANN001
     state = win.state
     _settled(win, qtbot)
     win.timeline_bar.slider.setValue(4)
-    assert state.timeline.step == 4 and "step 4 of 0–19" in win.timeline_bar.step_label.full_text
+    assert state.timeline.step == 4 and f"step 4 of 0–{STEPS - 1}" in win.timeline_bar.step_label.full_text
     win.actions.step_forward.trigger()
     assert state.timeline.step == 5 and abs(win.stat_plot.line.value() - 5) < 1e-9
     assert win.stat_plot._curves, "the statistic plot shows the default modules"
     state.selection.set_stat("std")
     x, _ = next(iter(win.stat_plot._curves.values())).getData()
-    assert len(x) == 20
+    assert len(x) == STEPS
 
 
 def test_decode_a_step(win, qtbot) -> None:  # noqa: ANN001
@@ -100,7 +101,7 @@ def test_reopen_from_history(win) -> None:  # noqa: ANN001
     state = win.state
     state.timeline.close_run()
     state.history.refresh()
-    first = next(e for e in reversed(state.history.entries) if e.seed == 7 and e.steps == 20)  # test_queue_a_run…
+    first = next(e for e in reversed(state.history.entries) if e.seed == 7 and e.steps == STEPS)  # test_queue_a_run…
     win.history_panel.select(first.path)
-    assert state.timeline.run_dir == first.path and state.timeline.count == 20
+    assert state.timeline.run_dir == first.path and state.timeline.count == STEPS
     assert win.timeline_bar.badge.kind in ("ok", "bad")

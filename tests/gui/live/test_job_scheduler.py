@@ -68,7 +68,7 @@ def _inject(state, **event) -> None:  # noqa: ANN001
 def test_an_error_event_fails_the_running_job_and_the_next_one_runs(fake_window, qtbot) -> None:  # noqa: ANN001
     state = fake_window.state
     ended = _ended(state)
-    job, ident = _start(qtbot, state, steps=30, seed=1, seed_locked=True)
+    job, ident = _start(qtbot, state, steps=6, seed=1, seed_locked=True)  # the follow-up waits for all 6
     state.prompt.update(steps=3)
     follow_up = state.controller.queue_run()
     _inject(state, event="error", cmd="run", id=ident, message="RuntimeError: CUDA error\n  (device-side assert)")
@@ -85,7 +85,7 @@ def test_an_error_event_fails_the_running_job_and_the_next_one_runs(fake_window,
 def test_a_run_folder_that_never_appears_fails_the_job(fake_window, qtbot, tmp_path: Path) -> None:  # noqa: ANN001
     state = fake_window.state
     ended = _ended(state)
-    job, ident = _start(qtbot, state, steps=30)
+    job, ident = _start(qtbot, state, steps=6)  # the next test waits for the engine to finish them
     gone = tmp_path / "not-there"
     _inject(state, event="finished", id=ident, run_dir=str(gone), verdict={"label": "ok"})
     assert ended == [(job.id, "failed")] and job.run_dir is None
