@@ -5,7 +5,12 @@ Paths are component-prefixed `named_modules()` names (`unet.mid_block.resnets.0`
 module lists down to five levels (`vae.decoder.up_blocks.2.resnets.1`) — and drops containers and the layers
 inside a block: nothing inside an attention or feed-forward module (`attn.to_out.1` Dropout, `ff.net.0` GELU).
 A wrapped text model (`text_encoder_2.text_model` of CLIPTextModelWithProjection) is looked through, so both SDXL
-text encoders list the same parts. "Leaf depth" adds every other module but bare containers: every layer, and
+text encoders list the same parts. Block depth also traces the attention modules that read the prompt (SENTINELS):
+a text encoder's attention, a denoiser's cross-attention (`attn2`) and joint text-image attention (SD3, Flux).
+Inside a block they are the classic place of a silent ghost — a cross-attention that goes to zero on a very short
+prompt leaves its transformer block's output plausible (the residual alone), so only the attention's own output
+shows the collapse. The blocks tree (discover_blocks: what can be bypassed) keeps to the blocks.
+"Leaf depth" adds every other module but bare containers: every layer, and
 the modules that hold layers too (an attention module, its processor's own arithmetic included), so a fault in a
 module's own forward is named there, not at the next layer that runs after it.
 """
@@ -160,21 +165,45 @@ def _is_block(relative: str, module: nn.Module) -> bool:
     return parts[-1].isdigit() and len(parts) <= MAX_BLOCK_DEPTH and indices <= 2
 
 
-def iter_modules(pipe: object, depth: Depth = "block") -> Iterator[tuple[str, nn.Module]]:
-    """(path, module) for every traced module at the given depth, component by component."""
+def reads_the_prompt(component: str, module: nn.Module) -> bool:
+    """An attention module that attends to the prompt: any attention of a text encoder (it runs once a call), a
+    denoiser's cross-attention, a joint text-image attention (diffusers marks them is_cross_attention /
+    added_kv_proj_dim). Self-attention over the image is left to leaf depth: a denoiser has many."""
+    if not type(module).__name__.endswith("Attention"):
+        return False
+    if phase_of(component) == "encode":
+        return True
+    return bool(getattr(module, "is_cross_attention", False)) or getattr(module, "added_kv_proj_dim", None) is not None
+
+
+def prompt_sentinels(modules: list[tuple[str, nn.Module]]) -> frozenset[str]:
+    """The paths among block depth's traced modules that are there as sentinels, not as blocks."""
+    found = set()
+    for path, module in modules:
+        component, _, relative = path.partition(".")
+        if reads_the_prompt(component, module) and not _is_block(relative, module):
+            found.add(path)
+    return frozenset(found)
+
+
+def iter_modules(pipe: object, depth: Depth = "block", sentinels: bool = True) -> Iterator[tuple[str, nn.Module]]:
+    """(path, module) for every traced module at the given depth, component by component; `sentinels`: at block
+    depth, the attention modules that read the prompt too (module docstring)."""
     for component, root in pipeline_components(pipe).items():
         internal: list[str] = []  # prefixes of attention / feed-forward modules seen so far (parents come first)
-        found: list[tuple[str, nn.Module, bool]] = []
+        found: list[tuple[str, nn.Module, bool, bool]] = []
         for relative, module in root.named_modules():
             if not relative:
                 continue
             inside = any(relative.startswith(prefix) for prefix in internal)
             if _is_layer_internal(module):
                 internal.append(relative + ".")
-            found.append((relative, module, not inside and _is_block(relative, module)))
-        gaps = _gaps(root, {relative for relative, _, block in found if block})
-        for relative, module, block in found:
-            if block or relative in gaps or (depth == "leaf" and not _is_container(module)):
+            block = not inside and _is_block(relative, module)
+            sentinel = sentinels and not inside and not block and reads_the_prompt(component, module)
+            found.append((relative, module, block, sentinel))
+        gaps = _gaps(root, {relative for relative, _, block, _ in found if block})
+        for relative, module, block, sentinel in found:
+            if block or sentinel or relative in gaps or (depth == "leaf" and not _is_container(module)):
                 yield f"{component}.{relative}", module
 
 
@@ -216,7 +245,7 @@ def discover_blocks(pipe: object) -> list[Block]:
             phase_of(path),
             bypass_mode(module),
         )
-        for path, module in iter_modules(pipe, "block")
+        for path, module in iter_modules(pipe, "block", sentinels=False)
     ]
 
 

@@ -27,7 +27,7 @@ from torch import nn
 from ghostviewer.engine.families import adapter_for
 from ghostviewer.engine.families.base import token_grid
 from ghostviewer.engine.module_io import main_tensor
-from ghostviewer.engine.tracing.blocks import Depth, iter_modules, phase_of, pipeline_components
+from ghostviewer.engine.tracing.blocks import Depth, iter_modules, phase_of, pipeline_components, prompt_sentinels
 from ghostviewer.engine.tracing.stats import IN_ROW, DeviceStats, finish_columns, hook_stats
 from ghostviewer.record import StatColumns, StatRow
 from ghostviewer.record.types import wrap_fingerprint
@@ -57,6 +57,9 @@ class StepBatch:
 
     pending: list[_Pending] = field(default_factory=list)
     feature_maps: dict[str, np.ndarray] = field(default_factory=dict)
+    # seqs of sentinel rows (Tracer._sentinel_hook) kept only if they show a collapse: known once their statistics
+    # come off the device
+    conditional: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -125,6 +128,19 @@ def _tree_signature(pipe: object) -> int:
     return hash(tuple(ids))
 
 
+def _without_unfounded_sentinels(columns: StatColumns, conditional: set[int]) -> StatColumns:
+    """The columns less the sentinel rows (seqs in `conditional`) whose output was not the same at every token:
+    the spread's absmax is zero (and finite) only for a collapse."""
+    keep = [i for i, seq in enumerate(columns.seq)
+            if seq not in conditional or (columns.absmax[i] == 0.0 and not columns.nan_count[i])]
+    if len(keep) == len(columns.seq):
+        return columns
+    kept = StatColumns()
+    for name, values in vars(columns).items():
+        setattr(kept, name, [values[i] for i in keep])
+    return kept
+
+
 def _not_finite(stats: object) -> bool:
     """Whether queued stats count a NaN or an Inf: finished (a tuple) or raw CPU sums (a list). Statistics still on
     an accelerator are not known until the step's harvest: those samples are named from the images instead."""
@@ -150,6 +166,9 @@ class Tracer:
         self.config = config or TraceConfig()
         self._fingerprints = self.config.fingerprints
         self.modules: list[tuple[str, nn.Module]] = traced_modules(pipe, self.config.depth, signature)
+        # block depth: the attention modules that read the prompt, watched for a collapse only (blocks.py)
+        self.sentinels = prompt_sentinels(self.modules) if self.config.depth == "block" else frozenset()
+        self._conditional: set[int] = set()
         self.step: int | None = None
         self._pending: list[_Pending] = []
         self._maps: dict[str, np.ndarray] = {}
@@ -199,7 +218,8 @@ class Tracer:
         """Queue the stats of one tensor: a module output, or a pipeline-level tensor such as the initial latents."""
         self._record(path, phase or self._phase_of(path), tensor, capture and self._captured(path))
 
-    def _record(self, path: str, phase: str, tensor: torch.Tensor, captured: bool) -> None:
+    def _record(self, path: str, phase: str, tensor: torch.Tensor, captured: bool, count_samples: bool = True
+                ) -> None:
         """record() with the path's phase and capture decided (the hooks decide them once, when made)."""
         step = (self.step or 0) if phase == "denoise" else None
         if self.muted and self._inside_bypass(path, step):
@@ -211,7 +231,7 @@ class Tracer:
                  *hook_stats(tensor, self._fingerprints))
         self._pending.append(entry)
         self._seq += 1
-        if self.samples is not None and _not_finite(entry[7]):
+        if count_samples and self.samples is not None and _not_finite(entry[7]):
             self._count_samples(path, phase, step, call, tensor)
         if captured:
             grid = token_grid(tensor.shape[1], self.latent_hw) if tensor.ndim == 3 and phase == "denoise" else None
@@ -254,7 +274,40 @@ class Tracer:
     def _inside_bypass(self, path: str, step: int | None) -> bool:
         return any(path.startswith(spec.module + ".") and spec.active_at(step) for spec in self.muted)
 
+    def _sentinel_hook(self, path: str):
+        """A prompt sentinel's hook: no row while its output varies from token to token. An output that is the same
+        at every token (an attention whose weights all went to zero gives its output projection's bias everywhere)
+        gets a row holding the statistics of the output less its first token — all zero, a collapse — named at
+        the attention itself, which its block's output (the residual still flowing) would never show. NaN is left
+        to the block: it flows on into the block's output and is named there, as before."""
+        phase, owner = self._phase_of(path), self.thread
+        get_ident = threading.get_ident
+
+        def hook(_module: nn.Module, _args: tuple, output: object) -> None:
+            if owner is not None and get_ident() != owner:
+                return
+            tensor = main_tensor(output)
+            if tensor is None or tensor.ndim < 3 or tensor.shape[1] < 2:
+                return
+            step = (self.step or 0) if phase == "denoise" else None
+            if self.muted and self._inside_bypass(path, step):
+                return
+            first = tensor[:, :1]
+            if tensor.is_cpu:  # known at once: two token rows compared, the whole output only when they agree
+                if not (torch.equal(tensor[:, 0], tensor[:, -1]) and torch.equal(tensor, first.expand_as(tensor))):
+                    key = (path, step)
+                    self._calls[key] = self._calls.get(key, 0) + 1  # the call count stays that of the module
+                    return
+                self._record(path, phase, tensor - first, False)
+            else:  # on an accelerator: queued like any row, kept only if it shows the collapse (harvest)
+                self._conditional.add(self._seq)
+                self._record(path, phase, tensor - first, False, count_samples=False)
+
+        return hook
+
     def _hook_for(self, path: str, module: nn.Module):
+        if path in self.sentinels:
+            return self._sentinel_hook(path)
         if self.adapter.is_dual_stream(module):
             return self._dual_stream_hook(path)
 
@@ -306,8 +359,8 @@ class Tracer:
 
     def take(self) -> StepBatch:
         """What was queued since the last take (the queue starts afresh): cheap, on the pipeline's thread."""
-        batch = StepBatch(self._pending, self._maps)
-        self._pending, self._maps = [], {}
+        batch = StepBatch(self._pending, self._maps, self._conditional)
+        self._pending, self._maps, self._conditional = [], {}, set()
         return batch
 
     @staticmethod
@@ -342,6 +395,8 @@ class Tracer:
             fingerprints = [wrap_fingerprint(next(fps)) if isinstance(fp, torch.Tensor) else fp
                             for fp in fingerprints]
         columns.fingerprint = fingerprints
+        if batch.conditional:
+            columns = _without_unfounded_sentinels(columns, batch.conditional)
         return StepHarvest(columns, batch.feature_maps)
 
     def flush(self) -> StepHarvest:
