@@ -17,10 +17,16 @@ import torch
 import ghostviewer
 from ghostviewer import api
 from ghostviewer.engine.loading.pipelines import load_pipeline
-from ghostviewer.engine.tracing.blocks import discover_blocks
+from ghostviewer.engine.loops.recorded import wrap_pipeline
+from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.tracing.blocks import discover_blocks, resolve_module
 from ghostviewer.engine.tracing.tracer import StepBatch, Tracer
 from ghostviewer.record import RunRecord
+from ghostviewer.spec import RunSpec
 from tests.engine.test_probe_short_prompt import ATTN2, _zeroed_cross_attention
+from tests.engine.tiny_families import build_tiny
+
+SIZE = 32
 
 STEPS = 3
 UP_ATTN2 = "unet.up_blocks.1.attentions.1.transformer_blocks.0.attn2"
@@ -111,3 +117,14 @@ def test_rows_queued_from_an_accelerator_are_kept_only_when_they_show_the_collap
     assert isinstance(batch, StepBatch) and batch.conditional == {0, 1} and tracer._conditional == set()
     rows = Tracer.harvest(batch).rows
     assert [(r.module, r.seq) for r in rows] == [("b.attn2", 1), ("c.block", 2)]
+
+
+def test_a_t5_self_attention_gone_to_zero_is_named_inside_its_block(tmp_path: Path) -> None:
+    """T5's T5LayerSelfAttention is itself a block (a norm, the attention, the residual): the T5Attention inside it
+    is its sentinel (PixArt, like SD3's and Flux's second encoder)."""
+    pipe = build_tiny("pixart")
+    path = "text_encoder.encoder.block.1.layer.0.SelfAttention"
+    resolve_module(pipe, path).register_forward_hook(lambda _m, _a, out: (out[0] * 0, *out[1:]))
+    result = execute_run(wrap_pipeline(pipe), RunSpec(prompt="a red circle", steps=2, width=SIZE, height=SIZE,
+                                                       guidance=None), tmp_path)
+    assert result["first_anomaly"] == {"phase": "encode", "step": None, "module": path, "kind": "collapse"}

@@ -5,8 +5,9 @@ Paths are component-prefixed `named_modules()` names (`unet.mid_block.resnets.0`
 module lists down to five levels (`vae.decoder.up_blocks.2.resnets.1`) — and drops containers and the layers
 inside a block: nothing inside an attention or feed-forward module (`attn.to_out.1` Dropout, `ff.net.0` GELU).
 A wrapped text model (`text_encoder_2.text_model` of CLIPTextModelWithProjection) is looked through, so both SDXL
-text encoders list the same parts. Block depth also traces the attention modules that read the prompt (SENTINELS):
-a text encoder's attention, a denoiser's cross-attention (`attn2`) and joint text-image attention (SD3, Flux).
+text encoders list the same parts. Block depth also traces the attention modules that read the prompt (sentinels):
+a text encoder's attention (T5's inside its T5LayerSelfAttention block), a denoiser's cross-attention (`attn2`) and
+joint text-image attention (SD3, Flux).
 Inside a block they are the classic place of a silent ghost — a cross-attention that goes to zero on a very short
 prompt leaves its transformer block's output plausible (the residual alone), so only the attention's own output
 shows the collapse. The blocks tree (discover_blocks: what can be bypassed) keeps to the blocks.
@@ -191,15 +192,21 @@ def iter_modules(pipe: object, depth: Depth = "block", sentinels: bool = True) -
     depth, the attention modules that read the prompt too (module docstring)."""
     for component, root in pipeline_components(pipe).items():
         internal: list[str] = []  # prefixes of attention / feed-forward modules seen so far (parents come first)
+        # a block that is itself a wrapper of attention (T5LayerSelfAttention: a norm, T5Attention, the residual)
+        wrappers: list[str] = []
         found: list[tuple[str, nn.Module, bool, bool]] = []
         for relative, module in root.named_modules():
             if not relative:
                 continue
-            inside = any(relative.startswith(prefix) for prefix in internal)
+            owner = next((prefix for prefix in internal if relative.startswith(prefix)), None)
+            inside = owner is not None
             if _is_layer_internal(module):
                 internal.append(relative + ".")
             block = not inside and _is_block(relative, module)
-            sentinel = sentinels and not inside and not block and reads_the_prompt(component, module)
+            if block and _is_layer_internal(module):
+                wrappers.append(relative + ".")
+            wrapped = owner in wrappers and "." not in relative[len(owner or ""):]  # the wrapper's own child
+            sentinel = sentinels and (not inside or wrapped) and not block and reads_the_prompt(component, module)
             found.append((relative, module, block, sentinel))
         gaps = _gaps(root, {relative for relative, _, block, _ in found if block})
         for relative, module, block, sentinel in found:
