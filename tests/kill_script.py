@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import IO
@@ -69,7 +70,11 @@ def fork_engine(env: dict[str, str]) -> ForkedProcess:
     event_r, event_w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    # Python 3.12+ warns when a process with threads forks: the child runs the engine's code only, never the
+    # test's threads' (pytest-xdist's, Qt's)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child: never returns into the test process
         code = 1
         try:
