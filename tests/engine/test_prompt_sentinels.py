@@ -16,6 +16,7 @@ import torch
 
 import ghostviewer
 from ghostviewer import api
+from ghostviewer.analysis.baseline_store import recorded_channel_means
 from ghostviewer.engine.loading.pipelines import load_pipeline
 from ghostviewer.engine.loops.recorded import wrap_pipeline
 from ghostviewer.engine.run.runner import execute_run
@@ -80,6 +81,8 @@ def test_a_healthy_run_records_no_sentinel_row_and_the_blocks_tree_keeps_to_bloc
     assert Tracer(demo, config=type(tracer.config)(depth="leaf")).sentinels == frozenset()
     result = api.run(demo, "cat", steps=STEPS, runs_dir=tmp_path, device="cpu")
     assert result["first_anomaly"] is None and _sentinel_rows(result["run_dir"]) == []
+    means = recorded_channel_means(RunRecord(result["run_dir"]))  # what baselines are built from: blocks only
+    assert ("encode", "text_encoder.encoder.layers.1") in means and not {m for _, m in means} & tracer.sentinels
 
 
 def test_a_nan_inside_a_block_is_still_named_at_the_block(demo: Any, tmp_path: Path) -> None:

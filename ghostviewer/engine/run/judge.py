@@ -70,11 +70,12 @@ def speaks_demo(loaded: LoadedPipeline) -> bool:
 class RunJudge:
     """`baseline`: AUTO (look it up), None (no baseline: a baseline build's own runs), a Baseline to use, a
     BaselineChoice (already chosen) or a Path to a baseline file the user chose. `signature`: the pipeline's module
-    tree signature (tracer._tree_signature) just taken, which spares the weight audit's cache a walk of the tree."""
+    tree signature (tracer._tree_signature) just taken, which spares the weight audit's cache a walk of the tree.
+    `sentinels`: the tracer's prompt sentinels among `modules`."""
 
     def __init__(self, loaded: LoadedPipeline, settings: RunSpec, runs_dir: str | Path,
                  modules: list[tuple[str, nn.Module]], muted: list[Any], baseline: Any = AUTO,
-                 signature: int | None = None) -> None:
+                 signature: int | None = None, sentinels: frozenset[str] = frozenset()) -> None:
         exact_demo = is_demo(loaded)
         self.demo = speaks = exact_demo or speaks_demo(loaded)  # is_demo resolves paths: asked once
         self.notes: list[tuple[str, str]] = []
@@ -101,7 +102,8 @@ class RunJudge:
             self.notes.append(("info", "no baseline: this run is not checked for drift (asked for)"))
         self.baseline: Baseline | None = (self.choice.baseline if self.choice is not None else
                                           baseline if isinstance(baseline, Baseline) else None)
-        self.channels = ChannelMeans(modules, muted)
+        # the prompt sentinels (tracer.sentinels) write no row of their own while healthy: nothing to judge them by
+        self.channels = ChannelMeans([(path, m) for path, m in modules if path not in sentinels], muted)
         self.control = ControlEffect.of(loaded.pipe)  # a pipeline with a ControlNet: did its control do anything?
         self.lora = LoraEffect.of(loaded.pipe)  # LoRA layers as the call starts: no effect, left loaded
         # a prompt longer than its tokenizer's limit (the tokenizer only, before the call)

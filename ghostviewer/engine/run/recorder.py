@@ -72,9 +72,10 @@ _NO_BASELINE_ASKED = "no baseline: this run is not checked for drift (asked for)
 def _judge(loaded: LoadedPipeline, settings: RunSpec, runs_dir: Path, tracer: Tracer, baseline: Any,
            signature: int) -> RunJudge:
     if not isinstance(baseline, BaselineLookup):
-        return RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline, signature)
+        return RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline, signature, tracer.sentinels)
     # A BaselineChoice notes its own describe(), the lookup's note when one was found; none found: the lookup's.
-    judge = RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline.choice, signature)
+    judge = RunJudge(loaded, settings, runs_dir, tracer.modules, tracer.muted, baseline.choice, signature,
+                     tracer.sentinels)
     if baseline.choice is None:
         judge.notes = [(level, baseline.note if note == _NO_BASELINE_ASKED else note) for level, note in judge.notes]
     return judge
