@@ -27,9 +27,12 @@ class FakeSession:
     def __init__(self, emit: Emitter) -> None:
         self.emit = emit
         self.stop = threading.Event()
+        self.quitting = threading.Event()  # 'quit' (or EOF) came: a run still queued behind it stops at once
         self.loaded: str | None = None
 
     def cancel(self, run_id: object = None) -> None:
+        if run_id is None:  # the reader thread's cancel on 'quit' or EOF (a user's cancel names its run)
+            self.quitting.set()
         self.stop.set()
 
     def handle(self, command: dict[str, Any]) -> None:
@@ -45,7 +48,8 @@ class FakeSession:
             self.emit("loaded", id=ident, source=self.loaded, kind="demo", device="cpu",
                       dtypes={"unet": "float32"}, pipeline="FakePipeline", scheduler="ddim", latent_channels=4)
         elif name == "run":
-            self.stop.clear()
+            if not self.quitting.is_set():
+                self.stop.clear()
             settings = dict(command["settings"])
             steps = int(settings.get("steps") or 5)
             started: list[str] = []
