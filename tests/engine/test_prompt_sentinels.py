@@ -124,10 +124,20 @@ def test_rows_queued_from_an_accelerator_are_kept_only_when_they_show_the_collap
 
 def test_a_t5_self_attention_gone_to_zero_is_named_inside_its_block(tmp_path: Path) -> None:
     """T5's T5LayerSelfAttention is itself a block (a norm, the attention, the residual): the T5Attention inside it
-    is its sentinel (PixArt, like SD3's and Flux's second encoder)."""
-    pipe = build_tiny("pixart")
-    path = "text_encoder.encoder.block.1.layer.0.SelfAttention"
-    resolve_module(pipe, path).register_forward_hook(lambda _m, _a, out: (out[0] * 0, *out[1:]))
-    result = execute_run(wrap_pipeline(pipe), RunSpec(prompt="a red circle", steps=2, width=SIZE, height=SIZE,
-                                                       guidance=None), tmp_path)
+    is its sentinel (SD3's third encoder, unmasked)."""
+    pipe = build_tiny("sd3")
+    path = "text_encoder_3.encoder.block.1.layer.0.SelfAttention"
+    handle = resolve_module(pipe, path).register_forward_hook(lambda _m, _a, out: (out[0] * 0, *out[1:]))
+    spec = RunSpec(prompt="a red circle", steps=2, width=SIZE, height=SIZE, guidance=None)
+    result = execute_run(wrap_pipeline(pipe), spec, tmp_path / "bad")
     assert result["first_anomaly"] == {"phase": "encode", "step": None, "module": path, "kind": "collapse"}
+    handle.remove()
+    assert execute_run(wrap_pipeline(pipe), spec, tmp_path / "good")["first_anomaly"] is None
+
+
+def test_a_masked_attention_that_sees_one_key_is_not_a_collapse(tmp_path: Path) -> None:
+    """PixArt masks its T5 encoding and its cross-attention: the empty negative prompt leaves one key, so every
+    token's output is that key's value — healthy, and not judged."""
+    pipe = build_tiny("pixart")
+    spec = RunSpec(prompt="a red circle", steps=2, width=SIZE, height=SIZE, guidance=None)
+    assert execute_run(wrap_pipeline(pipe), spec, tmp_path)["first_anomaly"] is None

@@ -158,6 +158,8 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
+# the keywords an attention module is handed its mask by (diffusers' Attention, transformers' CLIP and T5 attention)
+_MASK_KEYWORDS = ("attention_mask", "encoder_attention_mask", "mask")
 SAMPLE_ROWS = 20_000  # per-sample NaN/Inf rows kept for one call (a batch gone NaN early fills one per output)
 
 
@@ -279,12 +281,16 @@ class Tracer:
         at every token (an attention whose weights all went to zero gives its output projection's bias everywhere)
         gets a row holding the statistics of the output less its first token — all zero, a collapse — named at
         the attention itself, which its block's output (the residual still flowing) would never show. NaN is left
-        to the block: it flows on into the block's output and is named there, as before."""
+        to the block: it flows on into the block's output and is named there, as before. A masked attention is not
+        judged: a mask that leaves one key (an empty prompt's T5 encoding, its masked cross-attention) makes every
+        token's output that key's value, healthy."""
         phase, owner = self._phase_of(path), self.thread
         get_ident = threading.get_ident
 
-        def hook(_module: nn.Module, _args: tuple, output: object) -> None:
+        def hook(_module: nn.Module, _args: tuple, kwargs: dict[str, Any], output: object) -> None:
             if owner is not None and get_ident() != owner:
+                return
+            if any(kwargs.get(name) is not None for name in _MASK_KEYWORDS):
                 return
             tensor = main_tensor(output)
             if tensor is None or tensor.ndim < 3 or tensor.shape[1] < 2:
@@ -350,7 +356,8 @@ class Tracer:
     def hooks(self) -> Iterator[Tracer]:
         try:
             for path, module in self.modules:
-                self._handles.append(module.register_forward_hook(self._hook_for(path, module)))
+                hook = self._hook_for(path, module)
+                self._handles.append(module.register_forward_hook(hook, with_kwargs=path in self.sentinels))
             yield self
         finally:
             for handle in self._handles:
