@@ -1,4 +1,4 @@
-"""Prompt lists: every CONTRACT format, line-numbered errors, and streaming (a 100,000-line list is never whole)."""
+"""Prompt lists: every CONTRACT format, line-numbered errors, and streaming (a 6 MB list is never whole)."""
 
 from __future__ import annotations
 
@@ -62,15 +62,16 @@ def _peak_while(fn) -> int:  # noqa: ANN001
         tracemalloc.stop()
 
 
-# A 6 MB list in 25,000 long lines: its size dwarfs the memory budgets below as 100,000 short lines did, at a
-# quarter of the per-line parsing that tracemalloc slows five-fold.
-WORDS = " with a few more words to make the line longer" * 5
+# A 6 MB list in 6,500 long lines (~1 kB each): its size dwarfs the memory budgets below as 100,000 short lines
+# did, at a fifteenth of their per-line parsing (which tracemalloc slows five-fold).
+WORDS = " with a few more words to make the line longer" * 20
+LINES = 6_500
 
 
 @pytest.mark.slow  # a 6 MB list written and read three times under tracemalloc
 @pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".json"])
 def test_a_6_mb_list_is_streamed_not_loaded(tmp_path: Path, suffix: str) -> None:
-    prompts = (f"prompt number {i}{WORDS}" for i in range(25_000))
+    prompts = (f"prompt number {i}{WORDS}" for i in range(LINES))
     path = tmp_path / f"big{suffix}"
     if suffix == ".txt":
         path.write_text("\n".join(prompts) + "\n", encoding="utf-8")
@@ -87,7 +88,7 @@ def test_a_6_mb_list_is_streamed_not_loaded(tmp_path: Path, suffix: str) -> None
     assert peak < 400_000, f"reading one entry used {peak} bytes"  # the file is > 6 MB
     counted: list[int] = []
     peak = _peak_while(lambda: counted.append(count_prompt_list(path)))
-    assert counted == [25_000] and peak < 1_000_000, f"counting used {peak} bytes"
+    assert counted == [LINES] and peak < 1_000_000, f"counting used {peak} bytes"
     items.close()
 
 
