@@ -77,13 +77,16 @@ class AnomalyDetector:
     filled as the run goes (engine/tracing/channel_means.py), checked against the baseline's channel envelopes."""
 
     def __init__(self, baseline: Baseline | None = None,
-                 channel_means: Mapping[tuple[str, str], Sequence[float]] | None = None) -> None:
+                 channel_means: Mapping[tuple[str, str], Sequence[float]] | None = None,
+                 prompt_ids: Sequence[int] | None = None) -> None:
         self.first: dict[str, object] | None = None
         self.first_warning: dict[str, object] | None = None
         self.failed = False  # `first` is a failure: nothing more to look for
         self.latent_sigma: float | None = None  # the run's scheduler's init_noise_sigma (is_warning)
         self.baseline = baseline
         self.channel_means = channel_means if channel_means is not None else {}
+        # the encode phase's channel subspace judges only prompts made of the baseline's own prompts' tokens
+        self._encode_subspace = baseline is None or baseline.covers_prompt(prompt_ids)
         self._reference: dict[str, tuple[float, float]] = {}
         self._drift: tuple[float, str] | None = None
 
@@ -107,7 +110,8 @@ class AnomalyDetector:
             return "explode"
         if self.baseline is not None:
             channels = self.channel_means.get((phase, module)) if step is None else None
-            self._drift = self.baseline.drift_of(phase, step, module, call, shape, (mean, std, absmax), channels)
+            self._drift = self.baseline.drift_of(phase, step, module, call, shape, (mean, std, absmax), channels,
+                                                 phase != "encode" or self._encode_subspace)
             if self._drift is not None:
                 return "drift"
         return None

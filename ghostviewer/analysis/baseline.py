@@ -65,6 +65,7 @@ MAX_BUCKETS = 20  # denoising steps are grouped into at most this many buckets
 DRIFT_MARGIN = 6.0  # module stats: healthy held-out worst 0.82 (see the module docstring)
 CHANNEL_MARGIN = 6.0  # per-channel means and their subspace residual: healthy held-out worst 0.58 / 0.08
 COLOUR_MARGIN = 3.0  # image colour statistics: healthy held-out worst 0.06
+PROMPT_TOKENS = "prompt_tokens"  # meta: the token ids of the prompts a baseline was built from (covers_prompt)
 _Key = tuple[str, int | None, str]
 
 
@@ -163,6 +164,7 @@ class Baseline:
 
     def __post_init__(self) -> None:
         self.key = baseline_key(self.identity, self.settings)
+        self._known_tokens: frozenset[int] | None = None
         self._steps = int(self.run_steps or self.settings.get("steps") or 1)
         self._limits = {k: (shape, *env.limits(self.margin), env) for k, (shape, env) in self.modules.items()}
         if self.run_steps is not None and self.run_steps != self.settings.get("steps"):
@@ -199,6 +201,18 @@ class Baseline:
     def judges(self, phase: str) -> bool:
         return self.phases is None or phase in self.phases
 
+    def covers_prompt(self, ids: Iterable[int] | None) -> bool:
+        """Whether every token of a prompt (its ids) was among the baseline's own prompts' (meta PROMPT_TOKENS). The
+        encode phase's channel subspace is fitted to those prompts' encodings: a prompt with a word they never had
+        leaves it by design, so the subspace does not judge it (the channel envelopes and statistics still do).
+        A baseline saved without the list covers every prompt, as before."""
+        known = self.meta.get(PROMPT_TOKENS)
+        if ids is None or not isinstance(known, list):
+            return True
+        if self._known_tokens is None:
+            self._known_tokens = frozenset(i for i in known if isinstance(i, int))
+        return self._known_tokens.issuperset(ids)
+
     def _entry(self, row: StatRow) -> tuple[Any, ...] | None:
         return self._entry_of(row.phase, row.step, row.module, row.call, row.shape)
 
@@ -220,8 +234,9 @@ class Baseline:
 
     def drift_of(self, phase: str, step: int | None, module: str, call: int, shape: tuple[int, ...],
                  values: tuple[float, float, float], channel_means: Sequence[float] | None = None,
-                 ) -> tuple[float, str] | None:
-        """drift() for one output given field by field (values: mean, std, absmax): no row object needed."""
+                 subspace: bool = True) -> tuple[float, str] | None:
+        """drift() for one output given field by field (values: mean, std, absmax): no row object needed.
+        `subspace`: judge the channel means' subspace residual too (covers_prompt)."""
         if call != 0:  # _entry_of, inlined: this runs for every output of every run that has a baseline
             return None
         entry = self._limits.get((phase, step_bucket(step, self._steps, self.buckets), module))
@@ -235,10 +250,11 @@ class Baseline:
         inside = lower[0] <= mean <= upper[0] and lower[1] <= std <= upper[1] and lower[2] <= top <= upper[2]
         worst = None if inside else _worst(values, lower, upper, env, STATS)
         if worst is None and channel_means is not None:
-            worst = self.channel_drift(phase, module, channel_means)
+            worst = self.channel_drift(phase, module, channel_means, subspace)
         return worst
 
-    def channel_drift(self, phase: str, module: str, channel_means: Sequence[float]) -> tuple[float, str] | None:
+    def channel_drift(self, phase: str, module: str, channel_means: Sequence[float], subspace: bool = True
+                      ) -> tuple[float, str] | None:
         if not self.judges(phase):
             return None
         key = (phase, None, module)
@@ -246,9 +262,9 @@ class Baseline:
         if limits is None or len(limits[2].median) != len(channel_means):
             return None
         worst = _worst(channel_means, *limits, None)
-        subspace = self.channels[key][1]
-        if worst is None and subspace is not None:
-            residual, env = subspace.residual_of(channel_means), subspace.residual
+        fitted = self.channels[key][1] if subspace else None
+        if worst is None and fitted is not None:
+            residual, env = fitted.residual_of(channel_means), fitted.residual
             if residual > env.hi[0] + self.channel_margin * env.scale[0]:
                 worst = ((residual - env.median[0]) / env.scale[0], "channel_residual")
         return worst

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ghostviewer.analysis.baseline import PROMPT_TOKENS
 from ghostviewer.analysis.baseline_file import load_baseline
 from ghostviewer.cli import main
 from ghostviewer.demo.baseline_prompts import baseline_prompts
@@ -15,6 +16,7 @@ from ghostviewer.engine.loops.baseline_build import build_baseline
 from ghostviewer.engine.loops.recorded import wrap_pipeline
 from ghostviewer.engine.run.baseline_lookup import find_baseline
 from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.tracing.prompt_tokens import token_ids
 from ghostviewer.record import RunRecord, StudyRecord
 from ghostviewer.spec import RunSpec
 from tests.engine.tiny_pipelines import build_tiny_sd
@@ -28,6 +30,8 @@ def test_build_find_and_use(demo_loaded, runs_dir: Path) -> None:
     result = build_baseline(demo_loaded, baseline_prompts(10), list(range(10)), runs_dir, steps=3, pairing="zip")
     path = Path(result["baseline"])
     assert path == runs_dir / "baselines" / f"{result['key']}.json" and path.stat().st_size < 1 << 20
+    tokens = load_baseline(path).meta[PROMPT_TOKENS]  # the words its text encoder envelope speaks for
+    assert tokens == token_ids(demo_loaded.pipe, baseline_prompts(10)) and len(tokens) > 10
     assert result["healthy"] + len(result["excluded"]) == result["runs"] == 10 and result["healthy"] >= 8
     study = StudyRecord(result["study_dir"])
     assert study.status == "done" and len(study.runs()) == 10 and study.params["steps"] == 3

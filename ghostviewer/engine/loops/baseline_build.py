@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from ghostviewer.analysis.baseline import CALL_KEYS, settings_of
+from ghostviewer.analysis.baseline import CALL_KEYS, PROMPT_TOKENS, settings_of
 from ghostviewer.analysis.baseline_build import BaselineBuilder
 from ghostviewer.analysis.baseline_file import save_baseline
 from ghostviewer.analysis.baseline_store import BASELINES_FOLDER, recorded_channel_means
@@ -30,6 +30,7 @@ from ghostviewer.engine.loops.sweep_jobs import OVERRIDES, Items, SweepJob, coun
 from ghostviewer.engine.run.baseline_lookup import architecture_of, identity_of, key_settings
 from ghostviewer.engine.run.call_inputs import pipeline_for, read_inputs
 from ghostviewer.engine.run.runner import execute_run
+from ghostviewer.engine.tracing.prompt_tokens import token_ids
 from ghostviewer.record import RecordError, RunRecord, StudyWriter
 from ghostviewer.spec import RunSpec, with_call_defaults
 from ghostviewer.spec.run_spec import CALL_FIELDS
@@ -177,10 +178,12 @@ def build_baseline(
         if builder is None:
             raise GhostError(f"none of the {len(jobs)} runs was healthy: no baseline can be built")
         try:
-            baseline = builder.build(meta={"built_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": loaded.source,
-                                           "prompts": params["prompts"], "seeds": len(set(seeds)),
-                                           "study": study.path.name},
-                                     architecture=architecture)
+            meta = {"built_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": loaded.source,
+                    "prompts": params["prompts"], "seeds": len(set(seeds)), "study": study.path.name}
+            tokens = token_ids(loaded.pipe, sorted({job.prompt for job in jobs if isinstance(job.prompt, str)}))
+            if tokens is not None:
+                meta[PROMPT_TOKENS] = tokens  # which prompts its text encoder envelope speaks for
+            baseline = builder.build(meta=meta, architecture=architecture)
         except BaselineError as exc:
             raise GhostError(str(exc)) from None
         path = save_baseline(baseline, runs_dir / BASELINES_FOLDER / f"{baseline.key}.json")

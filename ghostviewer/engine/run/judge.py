@@ -19,7 +19,7 @@ import numpy as np
 from torch import nn
 
 from ghostviewer.analysis.anomaly import AnomalyDetector
-from ghostviewer.analysis.baseline import Baseline
+from ghostviewer.analysis.baseline import PROMPT_TOKENS, Baseline
 from ghostviewer.analysis.baseline_match import BaselineChoice
 from ghostviewer.analysis.baseline_store import CHANNEL_MEANS_TENSORS
 from ghostviewer.analysis.prompt_check import MIN_STEPS
@@ -34,6 +34,7 @@ from ghostviewer.engine.run.control_effect import ControlEffect
 from ghostviewer.engine.run.lora_effect import LoraEffect
 from ghostviewer.engine.run.prompt_truncation import safe_truncation_findings
 from ghostviewer.engine.tracing.channel_means import ChannelMeans
+from ghostviewer.engine.tracing.prompt_tokens import token_ids
 from ghostviewer.spec import RunSpec
 
 AUTO = "auto"
@@ -102,6 +103,12 @@ class RunJudge:
             self.notes.append(("info", "no baseline: this run is not checked for drift (asked for)"))
         self.baseline: Baseline | None = (self.choice.baseline if self.choice is not None else
                                           baseline if isinstance(baseline, Baseline) else None)
+        self.prompt_ids: list[int] | None = None  # asked only of a baseline that lists its prompts' tokens
+        if self.baseline is not None and PROMPT_TOKENS in self.baseline.meta:
+            self.prompt_ids = token_ids(loaded.pipe, settings.prompt)
+            if not self.baseline.covers_prompt(self.prompt_ids):
+                self.notes.append(("info", "the prompt has words the baseline's prompts never had: its text "
+                                           "encoding is judged by its channel ranges and statistics only"))
         # the prompt sentinels (tracer.sentinels) write no row of their own while healthy: nothing to judge them by
         self.channels = ChannelMeans([(path, m) for path, m in modules if path not in sentinels], muted)
         self.control = ControlEffect.of(loaded.pipe)  # a pipeline with a ControlNet: did its control do anything?
@@ -118,7 +125,7 @@ class RunJudge:
                                "prompt check skipped: no CLIP model on this machine (none is ever downloaded)"))
 
     def detector(self) -> AnomalyDetector:
-        self._detector = AnomalyDetector(self.baseline, self.channels.values)
+        self._detector = AnomalyDetector(self.baseline, self.channels.values, self.prompt_ids)
         return self._detector
 
     @property

@@ -48,6 +48,19 @@ def _padded_ids(tokenizer: Any, prompt: str, pipe: Any = None) -> tuple[list[int
     return list(ids), length
 
 
+def token_ids(pipe: Any, prompts: Any) -> list[int] | None:
+    """Every token id the pipeline's (first) tokenizer makes of a prompt or a list of prompts, sorted, unpadded;
+    None when there is no tokenizer or no prompt text (a call with prompt_embeds)."""
+    texts = [prompts] if isinstance(prompts, str) else [p for p in prompts or () if isinstance(p, str)]
+    tokenizer = getattr(pipe, "tokenizer", None)
+    if not texts or tokenizer is None:
+        return None
+    try:
+        return sorted({int(i) for text in texts for i in tokenizer(text, truncation=True).input_ids})
+    except Exception:  # noqa: BLE001 - a user's tokenizer: no ids, then the baseline judges as it always did
+        return None
+
+
 def prompt_tokens(pipe: Any, prompt: str) -> dict[str, Any]:
     """`ids` and `tokens` from BOS to EOS (padding stripped), `labels` for display, `words` between them."""
     tokenizer = _tokenizer(pipe)
