@@ -21,7 +21,7 @@ Commands (an optional "id" is echoed in every event the command causes):
       judged by a chosen baseline file (judged: the new run's dict with its verdict and `baseline`)
   {"cmd": "probe", "runs_dir": "...", "steps": 10, "prompt": null, "probes": null}   the loaded pipeline's probe
       battery (a `probe` study; "probes": some of them): probe_progress…, then probe_finished {"result": the report}
-  {"cmd": "quit"}
+  {"cmd": "quit"}                                  cancels the running job; what is queued behind it never starts
 Events: ready, loaded, started, step, finished, cancelled, failed, decoded, blocks, isolated, exported,
 export_failed, error (one-line message).
 
@@ -83,6 +83,7 @@ def read_commands(stream: IO[str], commands: queue.Queue[dict[str, Any]], sessio
     while True:
         line = stream.readline()
         if not line:
+            session.quitting = True
             session.cancel()
             commands.put(dict(_QUIT))
             return
@@ -99,6 +100,7 @@ def read_commands(stream: IO[str], commands: queue.Queue[dict[str, Any]], sessio
             session.cancel(command.get("run"))
             continue
         if command["cmd"] == "quit":
+            session.quitting = True  # what is still queued is not started (serve)
             session.cancel()
         commands.put(command)
         if command["cmd"] == "quit":
@@ -115,6 +117,7 @@ class EngineSession:
         self._run_id: Any = None  # the id of the run command being executed
         self._cancelled_early: set[Any] = set()  # run ids cancelled before their command was dequeued
         self._lock = threading.Lock()
+        self.quitting = False  # `quit` (or EOF) came: the running job is cancelled, the queued ones never start
 
     def cancel(self, run_id: Any = None) -> None:
         """Cancel the running run (only if it is `run_id`, when given; a queued one when it comes)."""
@@ -463,11 +466,20 @@ def main() -> int:
     reader = threading.Thread(target=read_commands, args=(sys.stdin, commands, session, emit), daemon=True)
     reader.start()
     session.boot(engine_threads(), PROTOCOL_VERSION)
+    return serve(commands, session, emit)
+
+
+def serve(commands: queue.Queue[dict[str, Any]], session: Any, emit: Emitter) -> int:
+    """Carry out the queued commands one at a time until `quit`. Once it has come, the commands queued before it
+    are dropped, not run: a window that closes while runs wait behind the running one is not kept waiting for
+    them (it would give up after its stop timeout and kill the engine)."""
     while True:
         command = commands.get()
         if command["cmd"] == "quit":
             emit("bye", id=command.get("id"))
             return 0
+        if session.quitting:
+            continue
         try:
             session.handle(command)
         except Exception as exc:  # a bug of ours: one line to the GUI, the traceback to its log
