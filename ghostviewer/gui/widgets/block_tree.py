@@ -117,8 +117,16 @@ class BlockTree(QWidget):
         self._sync_ticks()
         self._apply_filter(self.filter.text())
 
+    def _marked(self) -> str | None:
+        """The block to mark for the first anomaly: its own module, else the deepest block that holds it (an
+        anomaly named inside a block: a prompt sentinel's attention at block depth, any layer at leaf depth)."""
+        anomaly = self.model.anomaly
+        holders = [m for m in self.items if anomaly == m or anomaly.startswith(m + ".")] if anomaly else []
+        return max(holders, key=len) if holders else None
+
     def _sync_ticks(self) -> None:
         m = self.model
+        marked = self._marked()
         self.tree.blockSignals(True)
         for module, item in self.items.items():
             block = m.block(module)
@@ -130,14 +138,16 @@ class BlockTree(QWidget):
             item.setCheckState(CAPTURE, ON if module in m.capture else OFF)
             label = item.text(NAME).removeprefix(ANOMALY_MARK).removeprefix(DRIFT_MARK)
             drift = m.drift.get(module, "")
-            mark, background = ((ANOMALY_MARK, ANOMALY_BACKGROUND) if module == m.anomaly else
+            mark, background = ((ANOMALY_MARK, ANOMALY_BACKGROUND) if module == marked else
                                 (DRIFT_MARK, DRIFT_BACKGROUND) if drift else ("", ""))
+            inside = f"first anomaly inside it: {m.anomaly}" if module == marked and module != m.anomaly else ""
             item.setText(NAME, mark + label)
             item.setBackground(NAME, QBrush(QColor(background)) if background else QBrush())
-            item.setToolTip(NAME, "\n".join(line for line in (module, drift, self._tips.get(module, "")) if line))
+            item.setToolTip(NAME, "\n".join(line for line in (module, inside, drift, self._tips.get(module, ""))
+                                            if line))
         self.tree.blockSignals(False)
         self.attention.setChecked(m.capture_attention)
-        anomaly = self.items.get(m.anomaly)
+        anomaly = self.items.get(marked or "")
         if anomaly is not None:
             self._reveal(anomaly)
 
