@@ -83,7 +83,7 @@ def read_commands(stream: IO[str], commands: queue.Queue[dict[str, Any]], sessio
     while True:
         line = stream.readline()
         if not line:
-            session.quitting = True
+            session.stopping = True
             session.cancel()
             commands.put(dict(_QUIT))
             return
@@ -100,7 +100,7 @@ def read_commands(stream: IO[str], commands: queue.Queue[dict[str, Any]], sessio
             session.cancel(command.get("run"))
             continue
         if command["cmd"] == "quit":
-            session.quitting = True  # what is still queued is not started (serve)
+            session.stopping = True  # what is still queued is not started (serve)
             session.cancel()
         commands.put(command)
         if command["cmd"] == "quit":
@@ -117,7 +117,7 @@ class EngineSession:
         self._run_id: Any = None  # the id of the run command being executed
         self._cancelled_early: set[Any] = set()  # run ids cancelled before their command was dequeued
         self._lock = threading.Lock()
-        self.quitting = False  # `quit` (or EOF) came: the running job is cancelled, the queued ones never start
+        self.stopping = False  # `quit` (or EOF) came: the running job is cancelled, the queued ones never start
 
     def cancel(self, run_id: Any = None) -> None:
         """Cancel the running run (only if it is `run_id`, when given; a queued one when it comes)."""
@@ -478,7 +478,7 @@ def serve(commands: queue.Queue[dict[str, Any]], session: Any, emit: Emitter) ->
         if command["cmd"] == "quit":
             emit("bye", id=command.get("id"))
             return 0
-        if session.quitting:
+        if session.stopping:
             continue
         try:
             session.handle(command)

@@ -29,7 +29,7 @@ def test_commands_queued_before_a_quit_never_start() -> None:
     out, emit, session, commands = _engine()
     lines = "".join(json.dumps(c) + "\n" for c in [*RUNS, {"cmd": "quit", "id": "q"}])
     read_commands(io.StringIO(lines), commands, session, emit)
-    assert session.quitting and commands.qsize() == 3
+    assert session.stopping and commands.qsize() == 3
     assert serve(commands, session, emit) == 0
     assert _events(out) == [{"event": "bye", "id": "q"}]
 
