@@ -58,3 +58,14 @@ def test_an_anomaly_inside_a_block_marks_the_block_that_holds_it(qtbot, collapse
 
     blocks.show_run(None)
     assert not item.text(NAME).startswith(ANOMALY_MARK) and "first anomaly inside" not in item.toolTip(NAME)
+
+
+def test_a_text_streams_anomaly_marks_its_block(qtbot) -> None:  # noqa: ANN001
+    """SD3's and Flux's blocks record their text stream as `path#text`: an anomaly there is the block's."""
+    blocks = BlockModel()
+    blocks.set_blocks(demo_blocks())
+    tree = BlockTree(blocks)
+    qtbot.addWidget(tree)
+    blocks.set_anomaly(f"{BLOCK}#text")
+    assert tree.items[BLOCK].text(NAME).startswith(ANOMALY_MARK)
+    assert f"first anomaly inside it: {BLOCK}#text" in tree.items[BLOCK].toolTip(NAME)

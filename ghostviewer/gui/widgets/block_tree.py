@@ -119,8 +119,9 @@ class BlockTree(QWidget):
 
     def _marked(self) -> str | None:
         """The block to mark for the first anomaly: its own module, else the deepest block that holds it (an
-        anomaly named inside a block: a prompt sentinel's attention at block depth, any layer at leaf depth)."""
-        anomaly = self.model.anomaly
+        anomaly named inside a block: a prompt sentinel's attention at block depth, any layer at leaf depth; a
+        dual-stream block's text stream, `path#text`, is that block's)."""
+        anomaly = self.model.anomaly.partition("#")[0]
         holders = [m for m in self.items if anomaly == m or anomaly.startswith(m + ".")] if anomaly else []
         return max(holders, key=len) if holders else None
 
