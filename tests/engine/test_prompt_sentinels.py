@@ -141,3 +141,20 @@ def test_a_masked_attention_that_sees_one_key_is_not_a_collapse(tmp_path: Path) 
     pipe = build_tiny("pixart")
     spec = RunSpec(prompt="a red circle", steps=2, width=SIZE, height=SIZE, guidance=None)
     assert execute_run(wrap_pipeline(pipe), spec, tmp_path)["first_anomaly"] is None
+
+
+def test_isolating_the_named_attention_agrees_with_the_run(demo: Any, tmp_path: Path) -> None:
+    """The run names the attention; its isolation and fuzz judge the same way (the same at every token from more
+    than one key is broken; one key, healthy), and the healthy attention fuzzes clean."""
+    broken = copy.deepcopy(demo)
+    broken.unet.up_blocks[1].attentions[1].transformer_blocks[0].attn2.set_processor(_ZeroWeights())
+    run = api.run(broken, "a red circle", steps=STEPS, runs_dir=tmp_path, device="cpu")
+    fuzz = api.isolate(run["run_dir"], module=UP_ATTN2, step=0, out=tmp_path / "bad", pipeline=broken,
+                       fuzz=True)["fuzz"]
+    cases = {(c["vary"], c["value"]): c for c in fuzz["cases"]}
+    assert cases[("real", "as recorded")]["broken"] and cases[("real", "as recorded")]["why"] == "collapse"
+    assert not cases[("seq_len", 1)]["broken"] and cases[("seq_len", 2)]["broken"]
+    healthy = api.run(demo, "a red circle", steps=STEPS, runs_dir=tmp_path, device="cpu")
+    clean = api.isolate(healthy["run_dir"], module=UP_ATTN2, step=0, out=tmp_path / "good", pipeline=demo,
+                        fuzz=True)["fuzz"]
+    assert clean["broken_values"].get("seq_len") is None and not clean["broken_values"].get("real")

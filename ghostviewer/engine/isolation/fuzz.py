@@ -3,7 +3,8 @@
 Variations, each from the real call: text sequence length 1..N for `encoder_hidden_states` (the real one cut
 or padded by repeating its last token), spatial size ×0.5 and ×2 (4-D inputs, nearest resampling), batch 1
 and 2, the main input scaled ×0, ×1e-3, ×10, ×1e3, and the dtypes float32, float16 and bfloat16. A case is
-broken when the output holds NaN or Inf, or collapses (every value equal, std 0; not judged when the input
+broken when the output holds NaN or Inf, or collapses (every value equal, std 0; or a token sequence the same at
+every token from more than one unmasked key, as block depth's prompt sentinels judge it; not judged when the input
 itself is constant, as ×0 makes it), or when a part inside it collapses that did not in the real call (an
 attention zeroed behind its block's residual). A case the module cannot run (a size or dtype it does not take) is
 skipped, with the reason.
@@ -185,6 +186,21 @@ def _collapses_inside(module: nn.Module) -> Iterator[set[str]]:
             handle.remove()
 
 
+def _same_at_every_token(output: Any, kwargs: Mapping[str, Any]) -> bool:
+    """A token sequence out ((B, N, C), N > 1) that is the same at every token although it looked at more than one
+    key and no mask: what a block-depth prompt sentinel calls a collapse (tracer._sentinel_hook) — an attention
+    whose weights went to zero leaves its output projection's bias at every token, whose std is not 0."""
+    if not isinstance(output, torch.Tensor) or output.ndim != 3 or output.shape[1] < 2:
+        return False
+    if not output.is_floating_point() or any(isinstance(value, torch.Tensor) and "mask" in key
+                                              for key, value in kwargs.items()):
+        return False
+    context = kwargs.get("encoder_hidden_states")
+    if isinstance(context, torch.Tensor) and context.ndim == 3 and context.shape[1] < 2:
+        return False  # one key: every token's output is its value, healthy
+    return bool(torch.equal(output, output[:, :1].expand_as(output)))
+
+
 def run_case(module: nn.Module, module_path: str, faults: list[dict[str, Any]], case: Case) -> dict[str, Any]:
     row: dict[str, Any] = {"vary": case.vary, "value": case.value}
     target = module
@@ -200,6 +216,8 @@ def run_case(module: nn.Module, module_path: str, faults: list[dict[str, Any]], 
         restore()
     stats = output_stats(output)
     why = broken_by(stats, case.judge_collapse)
+    if why is None and case.judge_collapse and _same_at_every_token(output, case.kwargs):
+        why = "collapse"
     keep = ("nan", "inf", "std", "min", "max", "mean", "shape")
     return {**row, "output": {k: stats[k] for k in keep}, "broken": why is not None, "why": why,
             "collapsed_inside": sorted(inside) if case.judge_collapse else []}
