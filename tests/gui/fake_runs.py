@@ -93,3 +93,9 @@ def write_listed_run(folder: Path, k: int, prompt: str, seed: int, colour: tuple
     writer.set_verdict({"label": "nan" if nan else "ok", "scores": {}}, None)
     writer.finish("done", 0.1)
     return writer.path
+
+
+def write_listed_runs(folder: Path, count: int, nan_every: int = 9) -> None:
+    """`count` runs of write_listed_run ("a red circle #k", seed k), every `nan_every`-th judged nan."""
+    for k in range(count):
+        write_listed_run(folder, k, f"a red circle #{k}", k, nan=k % nan_every == 0)

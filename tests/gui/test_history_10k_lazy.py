@@ -17,7 +17,7 @@ from ghostviewer.gui.models.history_model import HistoryModel, RunEntry, StudyEn
 from ghostviewer.gui.widgets.history_panel import HistoryPanel
 from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.runs_index import ensure
-from tests.gui.fake_runs import write_listed_run
+from tests.gui.fake_runs import write_listed_run, write_listed_runs
 from tests.gui.history_panels import shown_history
 
 RUNS = 150
@@ -29,8 +29,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """RUNS runs (every 9th judged nan), then a sweep study of SEEDS runs: the newest row."""
     root = tmp_path_factory.mktemp("big-history")
     ensure(root)
-    for k in range(RUNS):
-        write_listed_run(root, k, f"a red circle #{k}", k, nan=k % 9 == 0)
+    write_listed_runs(root, RUNS)
     study = StudyWriter.create(root, "sweep", {"seeds": f"0-{SEEDS - 1}"}, total=SEEDS)
     for seed in range(SEEDS):
         run = write_listed_run(study.runs_dir, seed, "a blue star", seed)

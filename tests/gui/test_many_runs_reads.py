@@ -22,6 +22,7 @@ from ghostviewer.record import RunRecord, StudyRecord, StudyWriter
 from ghostviewer.record.runs_index import ensure
 from tests.gui.decode_spy import spy_decodes
 from tests.gui.fake_runs import write_listed_run as _run
+from tests.gui.fake_runs import write_listed_runs
 from tests.gui.history_panels import shown_history
 
 RUNS = 90  # a "large" folder here (LARGE_FOLDER set below it)
@@ -33,8 +34,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """RUNS runs whose index the writers kept; every 9th is a nan run."""
     runs = tmp_path_factory.mktemp("many-reads")
     ensure(runs)
-    for k in range(RUNS):
-        _run(runs, k, f"a red circle #{k}", k, nan=k % 9 == 0)
+    write_listed_runs(runs, RUNS)
     return runs
 
 
