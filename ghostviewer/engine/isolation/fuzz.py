@@ -31,6 +31,7 @@ from ghostviewer.engine.isolation.folder import read_folder, rebuild_case
 from ghostviewer.engine.isolation.injected import apply_faults
 from ghostviewer.engine.isolation.outputs import broken_by, output_stats, stream_adapter
 from ghostviewer.engine.module_io import main_tensor
+from ghostviewer.engine.tracing.tracer import attends_through_a_mask
 
 MAIN_INPUTS = ("hidden_states", "sample", "input_tensor", "x")
 SCALES = (0.0, 1e-3, 10.0, 1e3)
@@ -192,8 +193,7 @@ def _same_at_every_token(output: Any, kwargs: Mapping[str, Any]) -> bool:
     whose weights went to zero leaves its output projection's bias at every token, whose std is not 0."""
     if not isinstance(output, torch.Tensor) or output.ndim != 3 or output.shape[1] < 2:
         return False
-    if not output.is_floating_point() or any(isinstance(value, torch.Tensor) and "mask" in key
-                                              for key, value in kwargs.items()):
+    if not output.is_floating_point() or attends_through_a_mask(kwargs):
         return False
     context = kwargs.get("encoder_hidden_states")
     if isinstance(context, torch.Tensor) and context.ndim == 3 and context.shape[1] < 2:

@@ -158,8 +158,12 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
-# the keywords an attention module is handed its mask by (diffusers' Attention, transformers' CLIP and T5 attention)
-_MASK_KEYWORDS = ("attention_mask", "encoder_attention_mask", "mask")
+def attends_through_a_mask(kwargs: dict[str, Any]) -> bool:
+    """Whether an attention module was handed a mask (diffusers' `attention_mask`, T5's `mask`, …): a mask that
+    leaves one key makes every token's output that key's value, so such a call is not judged by its tokens."""
+    return any(value is not None and "mask" in key for key, value in kwargs.items())
+
+
 SAMPLE_ROWS = 20_000  # per-sample NaN/Inf rows kept for one call (a batch gone NaN early fills one per output)
 
 
@@ -290,7 +294,7 @@ class Tracer:
         def hook(_module: nn.Module, _args: tuple, kwargs: dict[str, Any], output: object) -> None:
             if owner is not None and get_ident() != owner:
                 return
-            if any(kwargs.get(name) is not None for name in _MASK_KEYWORDS):
+            if kwargs and attends_through_a_mask(kwargs):
                 return
             tensor = main_tensor(output)
             if tensor is None or tensor.ndim < 3 or tensor.shape[1] < 2:
